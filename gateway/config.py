@@ -1,0 +1,99 @@
+"""Gateway settings: one pydantic-settings class, validated at start-up, cached by `get_settings`.
+
+With neither `DATABASE_URL` nor `REDIS_URL` set, Prisma runs in *embedded mode*: SQLite
+under the data directory, jobs in-process, services through in-process ASGI transports.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MB = 1024 * 1024
+
+
+class GatewaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PRISMA_", extra="ignore", populate_by_name=True)
+
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "PRISMA_DATABASE_URL"),
+        description="SQLAlchemy URL, e.g. postgresql+psycopg://postgres@127.0.0.1/test. "
+        "Unset (with REDIS_URL unset): embedded mode, SQLite under the data dir.",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL", "PRISMA_REDIS_URL"),
+        description="Redis for the arq queues, e.g. redis://127.0.0.1:6379/0. Unset: jobs run in-process.",
+    )
+    data_dir: Path = Field(
+        default=Path("data"),
+        validation_alias=AliasChoices("PRISMA_DATA_DIR", "data_dir"),
+        description="Where embedded mode keeps its SQLite file, artifacts, uploads and secret key.",
+    )
+    artifact_root: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ARTIFACT_ROOT", "PRISMA_ARTIFACT_ROOT"),
+        description="fsspec URI of the artifact store (file:///..., s3://bucket/prefix). "
+        "Default: file://<data dir>/artifacts.",
+    )
+    embedder_url: str | None = Field(default=None, description="Base URL of the embedder service; unset: in-process.")
+    sae_url: str | None = Field(default=None, description="Base URL of the SAE service; unset: in-process.")
+    interpreter_url: str | None = Field(default=None, description="Base URL of the interpreter service; unset: in-process.")
+    service_token: str | None = Field(default=None, description="Bearer token the gateway sends to the services.")
+    secret_key: str | None = Field(
+        default=None,
+        description="Signs session cookies and CSRF tokens. Default: generated once into <data dir>/secret_key.",
+    )
+    max_document_bytes: int = Field(default=10 * MB, gt=0, description="Largest document accepted, in UTF-8 bytes.")
+    max_upload_bytes: int = Field(default=2048 * MB, gt=0, description="Largest upload accepted, in bytes; enforced while streaming.")
+    import_batch_size: int = Field(default=2000, gt=0, description="Documents inserted per database round trip on import.")
+    session_max_age_s: int = Field(default=12 * 3600, gt=0, description="Dashboard session lifetime, seconds.")
+    log_level: str = Field(default="INFO", description="Root log level. Document text is never logged above DEBUG.")
+    log_json: bool = Field(default=True, description="One JSON object per log line (False: human-readable).")
+    cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (set behind HTTPS).")
+
+    @model_validator(mode="after")
+    def _resolve_paths(self) -> GatewaySettings:
+        self.data_dir = self.data_dir.expanduser().resolve()
+        if self.artifact_root is None:
+            self.artifact_root = (self.data_dir / "artifacts").as_uri()
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        """True when no external database or Redis is configured."""
+        return not self.database_url and not self.redis_url
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            url = self.database_url
+            if url.startswith("postgresql://") or url.startswith("postgres://"):
+                url = "postgresql+psycopg://" + url.split("://", 1)[1]
+            return url
+        return f"sqlite:///{self.data_dir / 'prisma.db'}"
+
+    @property
+    def uploads_dir(self) -> Path:
+        return self.data_dir / "uploads"
+
+    def resolved_secret_key(self) -> str:
+        """The configured key, else one generated once and kept in the data dir (mode 0600)."""
+        if self.secret_key:
+            return self.secret_key
+        path = self.data_dir / "secret_key"
+        if not path.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(48))
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+
+@lru_cache
+def get_settings() -> GatewaySettings:
+    return GatewaySettings()

@@ -1,0 +1,15 @@
+"""Every ORM model, imported once so that `Base.metadata` is complete (Alembic, tests)."""
+
+from gateway.db import Base
+from gateway.domain.artifacts.models import Artifact
+from gateway.domain.auth.models import ApiKey, AuditEvent
+from gateway.domain.concepts.models import Concept
+from gateway.domain.datasets.models import Dataset, Document
+from gateway.domain.features.models import Family, FamilyMember, Feature, Interpretation
+from gateway.domain.jobs.models import Job
+from gateway.domain.runs.models import EmbeddingRun, SaeRun
+
+__all__ = [
+    "ApiKey", "Artifact", "AuditEvent", "Base", "Concept", "Dataset", "Document", "EmbeddingRun",
+    "Family", "FamilyMember", "Feature", "Interpretation", "Job", "SaeRun",
+]
