@@ -1,0 +1,289 @@
+"""SAE service contracts: training config, job payload and result, statistics and families.
+
+The model is the TopK sparse autoencoder of Gao et al. (2024) as EleutherAI's sparsify
+implements it; the families are those of O'Neill et al. (2024). Every default says why.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from contracts.artifacts import ArtifactInfo
+
+
+class SaeConfig(BaseModel):
+    """How one TopK SAE is trained. `validate_for_dim(d)` adds the checks that need `d`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expansion_factor: int = Field(
+        default=8, ge=1, le=256,
+        description="Latents per input dimension, n = expansion_factor × d. 8 gives n = 3,072 for "
+        "MiniLM (d = 384): enough features for a corpus of ~10^5 documents without most of them dying.",
+    )
+    k: int = Field(
+        default=32, ge=1,
+        description="Active latents per document (L0). 32 is sparsify's default and the paper's setting; "
+        "it must be at most n.",
+    )
+    k_aux: int | None = Field(
+        default=None, ge=1,
+        description="Dead latents used by the AuxK loss; None means d // 2, the heuristic of Gao et al. "
+        "appendix B.1 that sparsify hard-codes.",
+    )
+    aux_alpha: float = Field(
+        default=1 / 32, ge=0.0,
+        description="Weight α of the AuxK loss. 1/32 is the value of Gao et al.; 0 disables AuxK.",
+    )
+    dead_after_samples: int | None = Field(
+        default=None, ge=1,
+        description="A latent is dead once it has not fired for this many training samples. None means "
+        "one epoch of the training split: sparsify's 10M tokens is far more than a document collection "
+        "holds, and a latent that fires on no document of a full pass is dead for this corpus "
+        "(its expected firings per epoch are k·N/n, e.g. 27 for N = 2,600, k = 32, n = 3,072).",
+    )
+    lr: float | None = Field(
+        default=None, gt=0.0,
+        description="Adam learning rate; None means sparsify's rule 2e-4 / sqrt(n / 2^14), which keeps "
+        "the update size comparable across widths.",
+    )
+    lr_warmup_steps: int = Field(
+        default=100, ge=0,
+        description="Linear warm-up steps, then linear decay to 0 at the last step, as sparsify's Adam "
+        "schedule; 100 (not sparsify's 1,000) because document runs have a few thousand steps.",
+    )
+    batch_size: int = Field(
+        default=256, ge=1,
+        description="Documents per step. 256 keeps the encoder matmul efficient on CPU; it is clipped to "
+        "the training split's size.",
+    )
+    epochs: int = Field(
+        default=50, ge=1,
+        description="Passes over the training split when max_steps is None. Document corpora are small "
+        "(10^3 to 10^6 rows), so an SAE needs many passes to converge.",
+    )
+    max_steps: int | None = Field(
+        default=None, ge=1, description="Total optimiser steps; overrides epochs when set.",
+    )
+    seed: int = Field(
+        default=0, description="Seeds the initialisation, the hold-out split and the data order.",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="'auto' uses CUDA when present, else the CPU.",
+    )
+    b_dec_init: Literal["mean", "geometric_median"] = Field(
+        default="mean",
+        description="Initial decoder bias b_d: the data mean (sparsify's choice, cheap) or the geometric "
+        "median (Gao et al.; robust to outlying documents, on at most 10,000 samples).",
+    )
+    checkpoint_every_steps: int = Field(
+        default=200, ge=1,
+        description="Steps between checkpoints; a killed worker loses at most this many steps. 200 "
+        "steps cost a few seconds on CPU, a checkpoint well under a second.",
+    )
+    holdout_fraction: float = Field(
+        default=0.1, gt=0.0, lt=0.5,
+        description="Share of documents held out of training for the final FVU and explained variance.",
+    )
+
+    def num_latents(self, d: int) -> int:
+        """n, the number of latents for input dimension `d`."""
+        return self.expansion_factor * d
+
+    def resolved_k_aux(self, d: int) -> int:
+        return self.k_aux if self.k_aux is not None else max(1, d // 2)
+
+    def resolved_lr(self, d: int) -> float:
+        return self.lr if self.lr is not None else 2e-4 / math.sqrt(self.num_latents(d) / 2**14)
+
+    def validate_for_dim(self, d: int) -> "SaeConfig":
+        """Check what needs d (k ≤ n, k_aux ≤ n); raises a ValidationError located at the field."""
+        n = self.num_latents(d)
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError("exceeds_latents", "{field} = {value} exceeds n = {n}",
+                                         {"field": field, "value": value, "n": n}),
+                loc=(field,), input=value,
+            )
+            for field, value in (("k", self.k), ("k_aux", self.k_aux))
+            if value is not None and value > n
+        ]
+        if errors:
+            raise ValidationError.from_exception_data("SaeConfig", errors)
+        return self
+
+
+class StatsConfig(BaseModel):
+    """Per-feature and pairwise statistics of the encoded documents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    histogram_bins: int = Field(
+        default=20, ge=2, le=256,
+        description="Bins of each feature's activation histogram, from 0 to its max activation.",
+    )
+    top_m: int = Field(
+        default=10, ge=1, le=256,
+        description="Neighbours kept per feature (most co-occurring, most decoder-similar): what a "
+        "feature page shows.",
+    )
+    store_min_cnorm: float = Field(
+        default=0.01, ge=0.0, le=1.0,
+        description="Pairs (i, j) of C and D are stored when C_norm[i, j] or C_norm[j, i] reaches this. "
+        "Each row of C_norm sums to at most k - 1, so a row keeps at most (k - 1) / 0.01 pairs: memory "
+        "stays O(n·k) whatever N is. 0 stores every co-occurring pair.",
+    )
+    heatmap_size: int = Field(
+        default=64, ge=2, le=512,
+        description="Features in each heatmap (densest, most connected): readable as a grid of cells.",
+    )
+    eps: float = Field(
+        default=1e-8, gt=0.0, description="ε in C_norm[i, j] = C[i, j] / (f_i + ε).",
+    )
+    block_latents: int = Field(
+        default=2048, ge=1,
+        description="Latents (rows of C) computed per block; bounds the memory of the sparse products.",
+    )
+
+
+class FamiliesConfig(BaseModel):
+    """Feature families of O'Neill et al. (2024), with one τ for every iteration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tau: float = Field(
+        default=0.1, gt=0.0, le=1.0,
+        description="C_norm threshold for an edge. 0.1 is the paper's value; the same τ is used at every "
+        "iteration (the reference code mixes 0.1 and 0.07 by accident).",
+    )
+    iterations: int = Field(
+        default=3, ge=1, le=20,
+        description="Rounds of 'find families, remove their parents, rebuild the tree'. 3 reveals two "
+        "levels of sub-families below the top one, as in the paper's figures.",
+    )
+    min_family_size: int = Field(
+        default=2, ge=2,
+        description="Smallest family kept, parent included; 2 means a parent with at least one child.",
+    )
+
+
+class SaeTrainPayload(BaseModel):
+    """The `sae_train` job: train one SAE on one embedding run, then encode, count and group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: int | str = Field(description="The gateway's SAE run id (for logs and progress).")
+    embeddings: list[ArtifactInfo] = Field(
+        min_length=1,
+        description="npy shards, float32 [docs, d], concatenated in order: row r of the result is "
+        "document r of the embedding run.",
+    )
+    artifact_prefix: str = Field(
+        min_length=1, description="Store key under which every artifact of this run is written.",
+    )
+    config: SaeConfig = Field(default_factory=SaeConfig)
+    stats: StatsConfig = Field(default_factory=StatsConfig)
+    families: FamiliesConfig = Field(default_factory=FamiliesConfig)
+
+
+class SaeSweepPayload(BaseModel):
+    """Several SAEs (k / expansion factors) on one embedding run, as one request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_ids: list[int | str] = Field(min_length=1, description="One SAE run id per config.")
+    embeddings: list[ArtifactInfo] = Field(min_length=1, description="As in SaeTrainPayload.")
+    artifact_prefix: str = Field(min_length=1, description="Each run writes under <prefix>/<run_id>.")
+    configs: list[SaeConfig] = Field(min_length=1, description="One config per run id, in order.")
+    stats: StatsConfig = Field(default_factory=StatsConfig)
+    families: FamiliesConfig = Field(default_factory=FamiliesConfig)
+
+    @model_validator(mode="after")
+    def _same_length(self) -> "SaeSweepPayload":
+        if len(self.run_ids) != len(self.configs):
+            raise ValueError("configs: needs exactly one config per run id")
+        return self
+
+    def payloads(self) -> list[SaeTrainPayload]:
+        return [
+            SaeTrainPayload(
+                run_id=rid, embeddings=self.embeddings, artifact_prefix=f"{self.artifact_prefix}/{rid}",
+                config=cfg, stats=self.stats, families=self.families,
+            )
+            for rid, cfg in zip(self.run_ids, self.configs)
+        ]
+
+
+class SaeMetrics(BaseModel):
+    """Reconstruction quality on the held-out documents (never trained on)."""
+
+    fvu: float = Field(description="Fraction of variance unexplained, Σ‖x - x̂‖² / Σ‖x - mean(x)‖².")
+    explained_variance: float = Field(description="1 - fvu.")
+    mse: float = Field(description="Mean squared error per coordinate.")
+    l0: float = Field(description="Mean number of non-zero latents per document.")
+    dead_fraction: float = Field(
+        description="Share of latents that fire on no document of the whole run (train and hold-out).",
+    )
+
+
+class LossPoint(BaseModel):
+    """One training step's figures (on its batch)."""
+
+    step: int
+    loss: float = Field(description="fvu + α·auxk.")
+    fvu: float
+    explained_variance: float
+    dead_fraction: float = Field(description="Share of latents past dead_after_samples.")
+    l0: float
+
+
+class SaeArtifacts(BaseModel):
+    cfg: ArtifactInfo = Field(description="cfg.json, sparsify's layout plus a 'prisma' block.")
+    weights: ArtifactInfo = Field(description="sae.safetensors: encoder.weight, encoder.bias, W_dec, b_dec.")
+    codes_csr: ArtifactInfo = Field(description="scipy.sparse CSR npz, float32 [docs, n].")
+    codes_csc: ArtifactInfo = Field(description="The same matrix as CSC, for per-feature columns.")
+    stats: ArtifactInfo = Field(description="npz of per-feature statistics and neighbours.")
+    cooccurrence: ArtifactInfo = Field(description="CSR npz of C = AᵀA (pruned, see StatsConfig).")
+    activation_similarity: ArtifactInfo = Field(description="CSR npz of D = BᵀB, C's pattern.")
+    heatmaps: ArtifactInfo = Field(description="JSON: ordered feature lists and their submatrices.")
+    families: ArtifactInfo = Field(description="JSON list of families with their iteration.")
+    loss_curve: ArtifactInfo = Field(description="JSON list of LossPoint, every step.")
+
+
+class SaeTrainResult(BaseModel):
+    run_id: int | str
+    d: int = Field(description="Input dimension.")
+    num_latents: int = Field(description="n.")
+    num_documents: int
+    metrics: SaeMetrics
+    loss_curve: list[LossPoint] = Field(description="At most 2,000 points, evenly decimated.")
+    artifacts: SaeArtifacts
+    steps_done: int
+    resumed_from_step: int = Field(description="0 for a fresh run.")
+    seconds: float = Field(description="Wall time of training in this attempt.")
+    samples_per_s: float = Field(description="Training samples per second in this attempt.")
+    num_families: int
+
+
+class EncodeRequest(BaseModel):
+    """`POST /encode`: query vectors through a stored SAE."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vectors: list[list[float]] = Field(min_length=1, max_length=4096, description="[m, d] vectors.")
+    sae_uri: str = Field(min_length=1, description="URI of the SAE's folder (holding cfg.json).")
+
+
+class FeatureActivation(BaseModel):
+    index: int
+    activation: float
+
+
+class EncodeResponse(BaseModel):
+    features: list[list[FeatureActivation]] = Field(
+        description="Per vector, its non-zero top-k latents, strongest first.",
+    )
