@@ -287,3 +287,12 @@ class EncodeResponse(BaseModel):
     features: list[list[FeatureActivation]] = Field(
         description="Per vector, its non-zero top-k latents, strongest first.",
     )
+
+
+class FeatureFamily(BaseModel):
+    """A parent feature and the features below it in the oriented maximum spanning tree."""
+
+    iteration: int = Field(ge=0, description="0 for the first tree; i after i rounds of parent removal.")
+    parent: int = Field(description="The root: the densest feature of its tree branch.")
+    children: list[int] = Field(description="Descendants of the parent, depth-first order.")
+    edges: list[tuple[int, int]] = Field(description="Tree edges (parent, child), denser to sparser.")

@@ -1,0 +1,154 @@
+"""Feature statistics from the sparse codes, never a dense [docs, n] or [n, n] matrix.
+
+A = 1[codes > 0] and B = codes are [N, n] CSR with ≤ k non-zeros a row. Per feature: the
+count f_i = Σ_d A[d, i] (documents where i fires), density f_i / N, mean and max activation
+while firing, a histogram. Pairwise: C = AᵀA (co-occurrence counts), D = BᵀB (activation
+similarity), C_norm[i, j] = C[i, j] / (f_i + ε) = P(j fires | i fires), computed for blocks
+of latents at a time; top-m neighbours by C_norm and by decoder cosine (chunked W_d W_dᵀ).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from contracts.sae import StatsConfig
+
+
+class FeatureSummary(NamedTuple):
+    counts: np.ndarray
+    """[n] int64 documents in which each feature fires (f_i, the diagonal of C)."""
+    density: np.ndarray
+    """[n] float64 counts / N."""
+    mean_activation: np.ndarray
+    """[n] float32 mean activation over the documents where the feature fires (0 if none)."""
+    max_activation: np.ndarray
+    """[n] float32."""
+    histogram: np.ndarray
+    """[n, bins] int64 counts of activations in bins of [0, max_activation] (equal widths)."""
+
+
+class Pairwise(NamedTuple):
+    cooccurrence: sp.csr_matrix
+    """[n, n] float32 C = AᵀA, pairs pruned by StatsConfig.store_min_cnorm."""
+    activation_similarity: sp.csr_matrix
+    """[n, n] float32 D = BᵀB on the same pattern as C."""
+    cooc_top_indices: np.ndarray
+    """[n, m] int32 the m features j ≠ i with the largest C_norm[i, j] (-1 pads)."""
+    cooc_top_values: np.ndarray
+    """[n, m] float32 their C_norm[i, j] (0 pads)."""
+
+
+class Neighbours(NamedTuple):
+    indices: np.ndarray
+    """[n, m] int32."""
+    values: np.ndarray
+    """[n, m] float32."""
+
+
+def feature_summary(codes: sp.csr_matrix, bins: int) -> FeatureSummary:
+    """Per-feature counts, density, mean/max activation and histogram from CSR codes [N, n]."""
+    csc = codes.tocsc()
+    n = csc.shape[1]
+    counts = np.diff(csc.indptr).astype(np.int64)  # [n]
+    col = np.repeat(np.arange(n), counts)  # [nnz] feature of each stored value
+    sums = np.bincount(col, weights=csc.data, minlength=n)
+    mean = np.divide(sums, counts, out=np.zeros(n), where=counts > 0).astype(np.float32)
+    max_act = np.asarray(csc.max(axis=0).todense()).reshape(-1).astype(np.float32)
+    scale = np.divide(bins, max_act, out=np.zeros(n, dtype=np.float32), where=max_act > 0)
+    bin_of = np.minimum((csc.data * scale[col]).astype(np.int64), bins - 1)
+    hist = np.bincount(col * bins + bin_of, minlength=n * bins).reshape(n, bins)
+    density = counts / max(1, codes.shape[0])
+    return FeatureSummary(counts, density, mean, max_act, hist)
+
+
+def c_norm(cooc: sp.csr_matrix, counts: np.ndarray, eps: float = 1e-8) -> sp.csr_matrix:
+    """C_norm[i, j] = C[i, j] / (f_i + ε), rows scaled, same sparsity pattern."""
+    return (sp.diags(1.0 / (counts.astype(np.float64) + eps)) @ cooc).tocsr().astype(np.float32)
+
+
+def top_m_per_row(block: sp.csr_matrix, m: int, row_offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Largest m off-diagonal values of each row of a CSR block → ([b, m] cols, [b, m] values).
+
+    The diagonal is the entry (r, row_offset + r). Ties go to the smaller column. Pads: -1, 0.
+    """
+    b = block.shape[0]
+    rows = np.repeat(np.arange(b), np.diff(block.indptr))
+    cols, vals = block.indices, block.data
+    off = cols != rows + row_offset
+    rows, cols, vals = rows[off], cols[off], vals[off]
+    order = np.lexsort((cols, -vals, rows))  # by row, then value descending, then column
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    starts = np.searchsorted(rows, np.arange(b))
+    rank = np.arange(len(rows)) - starts[rows]
+    keep = rank < m
+    out_idx = np.full((b, m), -1, dtype=np.int32)
+    out_val = np.zeros((b, m), dtype=np.float32)
+    out_idx[rows[keep], rank[keep]] = cols[keep]
+    out_val[rows[keep], rank[keep]] = vals[keep]
+    return out_idx, out_val
+
+
+def _prune(block: sp.csr_matrix, counts: np.ndarray, start: int, min_cnorm: float) -> np.ndarray:
+    """Mask of the block's stored entries with C_norm ≥ min_cnorm in either direction."""
+    rows = np.repeat(np.arange(block.shape[0]) + start, np.diff(block.indptr))
+    smaller = np.minimum(counts[rows], counts[block.indices])
+    return block.data >= min_cnorm * smaller  # C/min(f_i, f_j) = max(C_norm[i,j], C_norm[j,i])
+
+
+def pairwise(codes: sp.csr_matrix, counts: np.ndarray, cfg: StatsConfig) -> Pairwise:
+    """C, D and the top-m co-occurring features, `cfg.block_latents` rows of C at a time."""
+    b_csr = codes.tocsr().astype(np.float32)
+    a_csr = b_csr.copy()
+    a_csr.data[:] = 1.0
+    a_csc, b_csc = a_csr.tocsc(), b_csr.tocsc()
+    n = codes.shape[1]
+    c_parts, d_parts, top_idx, top_val = [], [], [], []
+    inv = (1.0 / (counts + cfg.eps)).astype(np.float32)
+    for start in range(0, n, cfg.block_latents):
+        stop = min(n, start + cfg.block_latents)
+        c_blk = (a_csc[:, start:stop].T @ a_csr).tocsr()  # [b, n] counts
+        d_blk = (b_csc[:, start:stop].T @ b_csr).tocsr()  # [b, n]
+        c_blk.sort_indices()
+        d_blk.sort_indices()
+        if not (np.array_equal(c_blk.indptr, d_blk.indptr) and np.array_equal(c_blk.indices, d_blk.indices)):
+            raise ValueError("codes hold explicit zeros: C and D patterns differ")
+        norm_blk = sp.csr_matrix((c_blk.data * inv[start:stop].repeat(np.diff(c_blk.indptr)),
+                                  c_blk.indices, c_blk.indptr), shape=c_blk.shape)
+        idx, val = top_m_per_row(norm_blk, cfg.top_m, start)
+        top_idx.append(idx)
+        top_val.append(val)
+        keep = _prune(c_blk, counts, start, cfg.store_min_cnorm)
+        c_parts.append(_masked(c_blk, keep))
+        d_parts.append(_masked(d_blk, keep))
+    cooc = sp.vstack(c_parts, format="csr")
+    act_sim = sp.vstack(d_parts, format="csr")
+    return Pairwise(cooc, act_sim, np.concatenate(top_idx), np.concatenate(top_val))
+
+
+def _masked(block: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
+    rows = np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))[keep]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=block.shape[0]))])
+    return sp.csr_matrix((block.data[keep], block.indices[keep], indptr), shape=block.shape)
+
+
+@torch.no_grad()
+def decoder_neighbours(w_dec: np.ndarray | torch.Tensor, m: int, chunk: int = 1024) -> Neighbours:
+    """For each decoder row [n, d], the m other rows of largest cosine, by [chunk, n] blocks."""
+    w = torch.as_tensor(w_dec, dtype=torch.float32)
+    w = w / w.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    n = w.shape[0]
+    m_eff = min(m, n - 1)
+    out_idx = np.full((n, m), -1, dtype=np.int32)
+    out_val = np.zeros((n, m), dtype=np.float32)
+    for start in range(0, n, chunk):
+        sims = w[start:start + chunk] @ w.T  # [c, n]
+        rows = torch.arange(sims.shape[0])
+        sims[rows, rows + start] = -torch.inf  # not its own neighbour
+        val, idx = sims.topk(m_eff, dim=1)
+        out_idx[start:start + chunk, :m_eff] = idx.numpy()
+        out_val[start:start + chunk, :m_eff] = val.numpy()
+    return Neighbours(out_idx, out_val)
