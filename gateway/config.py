@@ -56,6 +56,11 @@ class GatewaySettings(BaseSettings):
     log_level: str = Field(default="INFO", description="Root log level. Document text is never logged above DEBUG.")
     log_json: bool = Field(default=True, description="One JSON object per log line (False: human-readable).")
     cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (set behind HTTPS).")
+    auto_migrate: bool | None = Field(
+        default=None,
+        description="Run `alembic upgrade head` when the app starts. Default: on in embedded mode, "
+        "off otherwise (run `prisma db upgrade` once per deployment).",
+    )
 
     @model_validator(mode="after")
     def _resolve_paths(self) -> GatewaySettings:

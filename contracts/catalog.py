@@ -1,0 +1,97 @@
+"""Wire schemas of the gateway's catalogue: datasets, documents, API keys, audit events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DatasetOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    description: str | None
+    format: str = Field(description="csv | jsonl | zip")
+    source_filename: str | None
+    n_documents: int
+    size_bytes: int = Field(description="Size of the upload, bytes.")
+    text_bytes: int = Field(description="Sum of the documents' UTF-8 sizes, bytes.")
+    column_mapping: dict[str, Any]
+    label_counts: dict[str, int] = Field(description="Documents per label.")
+    snapshot_uri: str | None = Field(default=None, description="The immutable Parquet snapshot the services read.")
+    created_at: datetime
+
+
+class DatasetPage(BaseModel):
+    items: list[DatasetOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class DocumentOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    position: int = Field(description="0-based order in the upload.")
+    external_id: str | None
+    text: str
+    labels: list[str]
+    metadata: dict[str, Any] = Field(validation_alias="meta")
+    n_chars: int
+
+
+class DocumentPage(BaseModel):
+    items: list[DocumentOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class ApiKeyCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=100, description="Who or what uses the key.")
+
+
+class ApiKeyOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class ApiKeyCreated(ApiKeyOut):
+    key: str = Field(description="The key itself, shown this once; only its hash is stored.")
+
+
+class AuditEventOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target_type: str | None
+    target_id: str | None
+    request_id: str | None
+    details: dict[str, Any]
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx/5xx the gateway raises itself: a sentence, and where the problem is."""
+
+    detail: str | list[Any]
+    field: str | None = Field(default=None, description="The form field, column or key at fault.")
+    locator: str | None = Field(default=None, description="Where in the upload: 'line 12', 'notes/a.txt'.")
+
+
+class Health(BaseModel):
+    status: str
+    mode: str = Field(description="embedded | distributed")
+    version: str

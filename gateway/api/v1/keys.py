@@ -1,0 +1,55 @@
+"""/api/v1/api-keys and /api/v1/audit-events."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, status
+
+from contracts.catalog import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, AuditEventOut, ErrorOut
+from gateway.deps import CurrentKey, RequestId, SessionDep
+from gateway.domain.auth import repo
+from gateway.domain.auth.models import ApiKey
+from gateway.domain.auth.service import KeyNameTaken, create_key
+
+router = APIRouter(tags=["auth"])
+
+
+@router.get("/api-keys", response_model=list[ApiKeyOut])
+def list_keys(session: SessionDep, _: CurrentKey) -> list[ApiKeyOut]:
+    return [ApiKeyOut.model_validate(k) for k in repo.list_keys(session)]
+
+
+@router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED, responses={409: {"model": ErrorOut}})
+def new_key(body: ApiKeyCreate, session: SessionDep, principal: CurrentKey, rid: RequestId) -> ApiKeyCreated:
+    """Create a key; the response holds the key itself, shown only this once."""
+    try:
+        key, plain = create_key(session, name=body.name)
+    except KeyNameTaken as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+    repo.add_audit_event(
+        session, actor=principal.name, api_key_id=principal.key_id, action="apikey.create",
+        target_type="api_key", target_id=key.id, request_id=rid,
+    )
+    return ApiKeyCreated(**ApiKeyOut.model_validate(key).model_dump(), key=plain)
+
+
+@router.delete("/api-keys/{key_id}", response_model=ApiKeyOut, responses={404: {"model": ErrorOut}})
+def revoke(key_id: int, session: SessionDep, principal: CurrentKey, rid: RequestId) -> ApiKeyOut:
+    key = session.get(ApiKey, key_id)
+    if key is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"API key {key_id} not found")
+    repo.revoke_key(session, key=key)
+    repo.add_audit_event(
+        session, actor=principal.name, api_key_id=principal.key_id, action="apikey.revoke",
+        target_type="api_key", target_id=key_id, request_id=rid,
+    )
+    return ApiKeyOut.model_validate(key)
+
+
+@router.get("/audit-events", response_model=list[AuditEventOut])
+def audit_events(
+    session: SessionDep, _: CurrentKey,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100, offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[AuditEventOut]:
+    return [AuditEventOut.model_validate(e) for e in repo.list_audit_events(session, limit=limit, offset=offset)]

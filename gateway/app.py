@@ -1,0 +1,144 @@
+"""The gateway: `create_app` builds the public API, the dashboard and their shared state."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import OperationalError
+from starlette.middleware.sessions import SessionMiddleware
+
+from artifacts import ArtifactStore
+from contracts.catalog import Health
+from gateway import __version__
+from gateway.api.v1 import router as api_router
+from gateway.config import GatewaySettings, get_settings
+from gateway.dashboard import router as dashboard_router
+from gateway.dashboard.views import login_page_response
+from gateway.db import session_factory
+from gateway.deps import NotAuthenticated
+from gateway.domain.datasets.parsing import DatasetInputError
+from gateway.domain.jobs.runner import ArqRunner, InProcessRunner, JobDeps
+from gateway.logging import configure_logging
+from gateway.migrate import upgrade
+from gateway.services import ServiceClients, ServiceError, ServiceUnavailable
+from gateway.uploads import UploadError
+
+log = logging.getLogger(__name__)
+STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
+
+
+def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool = True) -> FastAPI:
+    settings = settings or get_settings()
+    if configure_logs:
+        configure_logging(settings.log_level, json_lines=settings.log_json)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if settings.auto_migrate if settings.auto_migrate is not None else settings.embedded:
+        upgrade(settings.sqlalchemy_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):  # noqa: ANN202
+        yield
+        await app.state.runner.close()
+        await app.state.services.aclose()
+
+    app = FastAPI(
+        title="Prisma",
+        version=__version__,
+        description="Interpretable text embeddings: sparse features, named, scored, searchable.",
+        lifespan=lifespan,
+        docs_url=None,  # FastAPI's docs page loads Swagger UI from a CDN; the schema is at /api/v1/openapi.json
+        redoc_url=None,
+        openapi_url="/api/v1/openapi.json",
+    )
+    _init_state(app, settings)
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=settings.resolved_secret_key(),
+        session_cookie="prisma_session",
+        max_age=settings.session_max_age_s,
+        same_site="strict",
+        https_only=settings.cookie_secure,
+    )
+    from gateway.middleware import RequestIdMiddleware
+
+    app.add_middleware(RequestIdMiddleware)
+    _add_error_handlers(app)
+
+    @app.get("/health", response_model=Health, tags=["health"])
+    def health() -> Health:
+        """Liveness, without authentication."""
+        return Health(status="ok", mode="embedded" if settings.embedded else "distributed", version=__version__)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/datasets", status_code=303)
+
+    app.include_router(api_router)
+    app.include_router(dashboard_router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+def _init_state(app: FastAPI, settings: GatewaySettings) -> None:
+    app.state.settings = settings
+    app.state.factory = session_factory(settings.sqlalchemy_url)
+    app.state.store = ArtifactStore(settings.artifact_root)
+    app.state.services = ServiceClients(settings)
+    deps = JobDeps(settings, app.state.factory, app.state.store, app.state.services)
+    if settings.redis_url:
+        app.state.runner = ArqRunner(settings.redis_url)
+    else:
+        runner = InProcessRunner(deps)
+        resumed = runner.resume_unfinished()
+        if resumed:
+            log.info("resumed unfinished jobs", extra={"count": resumed})
+        app.state.runner = runner
+
+
+def _error(status_code: int, detail: str, *, field: str | None = None, locator: str | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail, "field": field, "locator": locator}, status_code=status_code)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DatasetInputError)
+    async def dataset_input(_: Request, exc: DatasetInputError) -> JSONResponse:
+        return _error(422, exc.message, field=exc.field, locator=exc.locator)
+
+    @app.exception_handler(UploadError)
+    async def upload_error(_: Request, exc: UploadError) -> JSONResponse:
+        return _error(exc.status_code, exc.message, field=exc.field)
+
+    @app.exception_handler(ServiceUnavailable)
+    async def service_down(_: Request, exc: ServiceUnavailable) -> JSONResponse:
+        return _error(503, str(exc), field=exc.service)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return _error(exc.status_code if exc.status_code < 500 else 502, detail, field=exc.service)
+
+    @app.exception_handler(OperationalError)
+    async def database_down(_: Request, exc: OperationalError) -> JSONResponse:
+        log.error("database unavailable", extra={"error": type(exc.orig).__name__ if exc.orig else "?"})
+        return _error(503, "the database is unavailable; retry shortly", field="database")
+
+    @app.exception_handler(NotAuthenticated)
+    async def not_authenticated(request: Request, _: NotAuthenticated):  # noqa: ANN202
+        return login_page_response(request, status_code=401)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"])
+        return JSONResponse(
+            {"detail": [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in errors],
+             "field": where, "locator": None, "message": f"{where}: {first['msg']}"},
+            status_code=422,
+        )

@@ -1,0 +1,212 @@
+"""`prisma`: serve, migrate, manage keys, import datasets, run workers, run the demo."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from gateway.config import GatewaySettings, get_settings
+
+app = typer.Typer(help="Prisma: interpretable text embeddings.", no_args_is_help=True, add_completion=False)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+key_app = typer.Typer(help="API keys.", no_args_is_help=True)
+ds_app = typer.Typer(help="Datasets.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(key_app, name="apikey")
+app.add_typer(ds_app, name="datasets")
+console = Console(stderr=True)
+
+
+def _factory(settings: GatewaySettings):  # noqa: ANN202
+    from gateway.db import session_factory
+    from gateway.migrate import upgrade
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if settings.auto_migrate if settings.auto_migrate is not None else settings.embedded:
+        upgrade(settings.sqlalchemy_url)
+    return session_factory(settings.sqlalchemy_url)
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = "head") -> None:
+    """Apply migrations up to REVISION (default: head)."""
+    from gateway.migrate import current, upgrade
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.sqlalchemy_url, revision)
+    console.print(f"database at revision [bold]{current(settings.sqlalchemy_url)}[/]")
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: str) -> None:
+    """Revert migrations down to REVISION ('base' for an empty database)."""
+    from gateway.migrate import current, downgrade
+
+    settings = get_settings()
+    downgrade(settings.sqlalchemy_url, revision)
+    console.print(f"database at revision [bold]{current(settings.sqlalchemy_url)}[/]")
+
+
+def create_api_key(settings: GatewaySettings, name: str) -> str:
+    from gateway.db import session_scope
+    from gateway.domain.auth.service import create_key
+
+    with session_scope(_factory(settings)) as session:
+        _, plain = create_key(session, name=name)
+    return plain
+
+
+@key_app.command("create")
+def apikey_create(name: Annotated[str, typer.Option("--name", help="Who or what uses the key.")]) -> None:
+    """Create an API key and print it (it is shown this once)."""
+    from gateway.domain.auth.service import KeyNameTaken
+
+    try:
+        plain = create_api_key(get_settings(), name)
+    except (KeyNameTaken, ValueError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    print(plain)
+
+
+@key_app.command("list")
+def apikey_list() -> None:
+    """List API keys (never the keys themselves)."""
+    from gateway.domain.auth import repo
+
+    with _factory(get_settings())() as session:
+        for k in repo.list_keys(session):
+            state = "revoked" if k.revoked_at else "active"
+            print(f"{k.id}\t{k.name}\t{k.prefix}\t{state}\t{k.created_at:%Y-%m-%d %H:%M}")
+
+
+@ds_app.command("import")
+def datasets_import(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    name: Annotated[str | None, typer.Option(help="Dataset name (default: the file name).")] = None,
+    format: Annotated[str | None, typer.Option(help="csv | jsonl | zip (default: from the extension).")] = None,
+    text_column: Annotated[str, typer.Option(help="Column or key with the text.")] = "text",
+    id_column: Annotated[str | None, typer.Option(help="Column or key with the external id.")] = None,
+    label_columns: Annotated[str | None, typer.Option(help="Comma-separated label columns.")] = None,
+) -> None:
+    """Import FILE as a dataset, with a progress bar; all documents or none."""
+    settings = get_settings()
+    ds = import_file(settings, file, name=name, fmt=format, text_column=text_column, id_column=id_column,
+                     label_columns=label_columns)
+    console.print(f"dataset [bold]{ds.id}[/] '{ds.name}': {ds.n_documents:,} documents")
+
+
+def import_file(
+    settings: GatewaySettings, file: Path, *, name: str | None = None, fmt: str | None = None,
+    text_column: str = "text", id_column: str | None = None, label_columns: str | None = None,
+):  # noqa: ANN201
+    from artifacts import ArtifactStore
+    from contracts.datasets import ColumnMapping
+    from gateway.domain.datasets.parsing import DatasetInputError
+    from gateway.domain.datasets.service import ImportLimits, ImportRequest, import_dataset
+
+    mapping = ColumnMapping(
+        text=text_column, id=id_column,
+        labels=[c.strip() for c in label_columns.split(",")] if label_columns else None,
+    )
+    size = file.stat().st_size
+    # The parser reads the upload in place; the import writes its snapshot beside a private copy.
+    settings.uploads_dir.mkdir(parents=True, exist_ok=True)
+    work = settings.uploads_dir / f"cli-{file.name}"
+    shutil.copyfile(file, work)
+    limits = ImportLimits(settings.max_document_bytes, settings.max_upload_bytes, settings.import_batch_size)
+    req = ImportRequest(path=work, filename=file.name, name=name, declared_format=fmt, mapping=mapping, upload_size=size)
+    columns = [TextColumn("[bold]importing"), BarColumn(), TextColumn("{task.fields[docs]:,} docs"), TimeRemainingColumn()]
+    try:
+        with Progress(*columns, console=console, transient=True) as bar:
+            task = bar.add_task("import", total=None, docs=0)
+            ds = import_dataset(
+                _factory(settings), ArtifactStore(settings.artifact_root), req, limits=limits, principal=None,
+                on_progress=lambda n, _total: bar.update(task, docs=n),
+            )
+    except DatasetInputError as exc:
+        console.print(f"[red]import refused:[/] {exc.message}")
+        raise typer.Exit(2) from None
+    finally:
+        work.unlink(missing_ok=True)
+    return ds
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+) -> None:
+    """Serve the API and the dashboard (embedded mode when DATABASE_URL and REDIS_URL are unset)."""
+    import uvicorn
+
+    from gateway.app import create_app
+
+    settings = get_settings()
+    mode = "embedded" if settings.embedded else "distributed"
+    console.print(f"Prisma ({mode} mode, data in {settings.data_dir}) on http://{host}:{port}")
+    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)
+
+
+@app.command()
+def worker(queue: Annotated[str, typer.Argument(help="gateway | embedder | sae | interpreter")]) -> None:
+    """Run an arq worker for QUEUE (distributed mode; needs REDIS_URL)."""
+    from arq import run_worker
+
+    modules = {"gateway": "gateway.worker", "embedder": "services.embedder.worker", "sae": "services.sae.worker",
+               "interpreter": "services.interpreter.worker"}
+    if queue not in modules:
+        console.print(f"[red]unknown queue {queue!r}[/]: choose one of {', '.join(modules)}")
+        raise typer.Exit(2)
+    import importlib
+
+    settings_cls = importlib.import_module(modules[queue]).WorkerSettings
+    run_worker(settings_cls)
+
+
+@app.command("demo-corpus")
+def demo_corpus(
+    out: Annotated[Path, typer.Argument(help="CSV file to write.")],
+    n: Annotated[int, typer.Option(help="Number of notes.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same file).")] = 0,
+) -> None:
+    """Write the seeded demo corpus of Italian paediatric visit notes."""
+    from gateway.demo.corpus import write_csv
+
+    path = write_csv(out, n=n, seed=seed)
+    console.print(f"wrote {n:,} notes to {path}")
+
+
+@app.command()
+def demo(
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    n: Annotated[int, typer.Option(help="Number of demo notes.")] = 2000,
+) -> None:
+    """Generate the demo corpus, import it, create a login key, and serve the dashboard."""
+    from gateway.demo.corpus import write_csv
+
+    settings = get_settings()
+    if not settings.embedded:
+        console.print("[red]the demo runs in embedded mode: unset DATABASE_URL and REDIS_URL[/]")
+        raise typer.Exit(2)
+    corpus = settings.data_dir / "demo" / "paediatric_notes.csv"
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    write_csv(corpus, n=n)
+    ds = import_file(settings, corpus, name="Demo: paediatric visit notes", id_column="id", label_columns="labels")
+    key = create_api_key(settings, f"demo-{ds.id}")
+    print(f"\nPrisma demo ready: {ds.n_documents:,} documents in dataset {ds.id}.")
+    print(f"  Open   http://127.0.0.1:{port}/login")
+    print(f"  Key    {key}\n", flush=True)
+    sys.stdout.flush()
+    serve(port=port)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,117 @@
+"""Dashboard pages (HTML). Each page's data comes from the same repos as the JSON API."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlparse
+
+from fastapi import APIRouter, Form, HTTPException, Query, Request, status
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel
+
+from gateway.api.v1.datasets import receive_and_import
+from gateway.deps import CurrentUser, RequestId, SessionDep
+from gateway.domain.auth import repo as auth_repo
+from gateway.domain.auth.service import verify_key
+from gateway.domain.datasets import repo as dataset_repo
+from gateway.domain.datasets.parsing import DatasetInputError
+from gateway.domain.jobs import repo as job_repo
+from gateway.domain.jobs.service import to_out
+from gateway.dashboard.views import check_csrf, login_page_response, render
+from gateway.uploads import UploadError
+
+router = APIRouter(include_in_schema=False)
+PAGE_SIZE = 25
+
+
+class Pager(BaseModel):
+    """Offsets for a paged table."""
+
+    offset: int
+    limit: int
+    total: int
+
+    @property
+    def prev_offset(self) -> int | None:
+        return max(self.offset - self.limit, 0) if self.offset > 0 else None
+
+    @property
+    def next_offset(self) -> int | None:
+        return self.offset + self.limit if self.offset + self.limit < self.total else None
+
+    @property
+    def first(self) -> int:
+        return min(self.offset + 1, self.total)
+
+    @property
+    def last(self) -> int:
+        return min(self.offset + self.limit, self.total)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request) -> Response:
+    return login_page_response(request)
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(
+    request: Request, session: SessionDep, key: Annotated[str, Form()], csrf_token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/datasets",
+) -> Response:
+    check_csrf(request, csrf_token)
+    principal = verify_key(session, key.strip())
+    if principal is None:
+        return login_page_response(request, status_code=401, error="That key is not valid.")
+    request.session.clear()
+    request.session["key_id"] = principal.key_id
+    auth_repo.add_audit_event(session, actor=principal.name, api_key_id=principal.key_id, action="session.login")
+    target = next if next.startswith("/") and not urlparse(next).netloc and not next.startswith("//") else "/datasets"
+    return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
+
+
+@router.post("/logout")
+def logout(request: Request, _: CurrentUser, csrf_token: Annotated[str, Form()] = "") -> Response:
+    check_csrf(request, csrf_token)
+    request.session.clear()
+    return RedirectResponse("/login", status_code=status.HTTP_303_SEE_OTHER)
+
+
+@router.get("/datasets", response_class=HTMLResponse)
+def datasets_page(request: Request, session: SessionDep, _: CurrentUser) -> Response:
+    rows, total = dataset_repo.list_datasets(session, limit=200, offset=0)
+    return render(request, "pages/datasets.html", {"datasets": rows, "total": total})
+
+
+@router.post("/datasets/upload", response_class=HTMLResponse)
+async def upload(request: Request, principal: CurrentUser, rid: RequestId) -> Response:
+    check_csrf(request)
+    app = request.app
+    try:
+        ds = await receive_and_import(request, app.state.settings, app.state.store, principal, rid)
+    except (DatasetInputError, UploadError) as exc:
+        return render(request, "partials/_upload_form.html", {"error": exc.message, "error_field": exc.field,
+                      "error_locator": getattr(exc, "locator", None)}, status_code=422)
+    return Response(status_code=200, headers={"HX-Redirect": f"/datasets/{ds.id}"})
+
+
+@router.get("/datasets/{dataset_id}", response_class=HTMLResponse)
+def dataset_page(
+    request: Request, dataset_id: int, session: SessionDep, _: CurrentUser,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    ds = dataset_repo.get_dataset(session, dataset_id=dataset_id)
+    if ds is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"dataset {dataset_id} not found")
+    docs, total = dataset_repo.list_documents(session, dataset_id=ds.id, limit=PAGE_SIZE, offset=offset)
+    ctx = {"dataset": ds, "documents": docs, "pager": Pager(offset=offset, limit=PAGE_SIZE, total=total)}
+    template = "partials/_documents.html" if request.headers.get("hx-request") else "pages/dataset.html"
+    return render(request, template, ctx)
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, session: SessionDep, _: CurrentUser) -> Response:
+    rows, total = job_repo.list_jobs(session, limit=100, offset=0)
+    jobs = [to_out(j) for j in rows]
+    active = any(j.status in ("queued", "running") for j in jobs)
+    template = "partials/_jobs.html" if request.headers.get("hx-request") else "pages/jobs.html"
+    return render(request, template, {"jobs": jobs, "total": total, "active": active})

@@ -1,0 +1,47 @@
+"""Shared pieces of the dashboard: templates, CSRF tokens, the login page."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from pathlib import Path
+from typing import Any
+
+from fastapi import HTTPException, Request, status
+from fastapi.templating import Jinja2Templates
+from starlette.responses import Response
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "web" / "templates"
+templates = Jinja2Templates(directory=TEMPLATES_DIR)  # autoescape is on for .html
+CSRF_HEADER = "x-csrf-token"
+
+
+def csrf_token(request: Request) -> str:
+    """The session's CSRF token, created on first use."""
+    token = request.session.get("csrf")
+    if not token:
+        token = secrets.token_urlsafe(32)
+        request.session["csrf"] = token
+    return token
+
+
+def check_csrf(request: Request, form_token: str | None = None) -> None:
+    """Forms and HTMX requests must echo the session's token (header or form field)."""
+    expected = request.session.get("csrf")
+    presented = request.headers.get(CSRF_HEADER) or form_token or ""
+    if not expected or not hmac.compare_digest(expected, presented):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail="CSRF token missing or wrong; reload the page")
+
+
+def render(request: Request, template: str, context: dict[str, Any] | None = None, *, status_code: int = 200) -> Response:
+    ctx = {"csrf_token": csrf_token(request), "principal": getattr(request.state, "principal", None)}
+    ctx.update(context or {})
+    return templates.TemplateResponse(request, template, ctx, status_code=status_code)
+
+
+def login_page_response(request: Request, *, status_code: int = 200, error: str | None = None) -> Response:
+    if request.headers.get("hx-request"):
+        # An HTMX fragment request after the session expired: send the whole page to the login.
+        return Response(status_code=status_code, headers={"HX-Redirect": "/login"})
+    next_url = request.url.path if request.url.path not in ("/login", "/logout") else "/datasets"
+    return render(request, "pages/login.html", {"error": error, "next": next_url}, status_code=status_code)

@@ -1,0 +1,62 @@
+"""API keys: `prisma_<prefix>_<secret>`, shown once, stored as a SHA-256 hash.
+
+The secret has 256 bits of entropy, so a fast hash is enough (as GitHub and Stripe tokens):
+there is nothing to brute-force. Lookup is by the public prefix, comparison in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from gateway.db import utcnow
+from gateway.domain.auth import repo
+from gateway.domain.auth.models import ApiKey
+
+KEY_SCHEME = "prisma"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the key's id and name (the actor of audit events)."""
+
+    key_id: int
+    name: str
+
+
+class KeyNameTaken(ValueError):
+    pass
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_key(session: Session, *, name: str) -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the plain key, which is never stored."""
+    name = name.strip()
+    if not name:
+        raise ValueError("name: must not be empty")
+    if repo.key_by_name(session, name=name) is not None:
+        raise KeyNameTaken(f"name: an API key named {name!r} already exists")
+    prefix = secrets.token_hex(6)
+    plain = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
+    key = repo.add_key(session, name=name, prefix=prefix, key_hash=hash_key(plain))
+    repo.add_audit_event(session, actor=name, action="apikey.create", target_type="api_key", target_id=key.id)
+    return key, plain
+
+
+def verify_key(session: Session, plain: str) -> Principal | None:
+    """The principal for a presented key, or None (unknown, malformed, or revoked)."""
+    parts = plain.split("_", 2)
+    if len(parts) != 3 or parts[0] != KEY_SCHEME:
+        return None
+    key = repo.key_by_prefix(session, prefix=parts[1])
+    if key is None or not hmac.compare_digest(key.key_hash, hash_key(plain)):
+        return None
+    key.last_used_at = utcnow()
+    return Principal(key_id=key.id, name=key.name)

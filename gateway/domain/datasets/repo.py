@@ -1,0 +1,61 @@
+"""Queries on datasets and documents (keyword-only; the caller owns the transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from gateway.domain.datasets.models import Dataset, Document
+
+
+def add_dataset(session: Session, **fields: Any) -> Dataset:
+    ds = Dataset(**fields)
+    session.add(ds)
+    session.flush()
+    return ds
+
+
+def get_dataset(session: Session, *, dataset_id: int) -> Dataset | None:
+    return session.get(Dataset, dataset_id)
+
+
+def list_datasets(session: Session, *, limit: int, offset: int) -> tuple[list[Dataset], int]:
+    total = session.scalar(select(func.count()).select_from(Dataset)) or 0
+    rows = session.scalars(select(Dataset).order_by(Dataset.id.desc()).limit(limit).offset(offset))
+    return list(rows), total
+
+
+def insert_documents(session: Session, *, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert a batch in one round trip; returns the new ids in the rows' order."""
+    stmt = insert(Document).returning(Document.id, sort_by_parameter_order=True)
+    return list(session.scalars(stmt, rows))
+
+
+def list_documents(
+    session: Session, *, dataset_id: int, limit: int, offset: int, label: str | None = None
+) -> tuple[list[Document], int]:
+    stmt = select(Document).where(Document.dataset_id == dataset_id)
+    count = select(func.count()).select_from(Document).where(Document.dataset_id == dataset_id)
+    rows = session.scalars(stmt.order_by(Document.position).limit(limit).offset(offset))
+    return list(rows), session.scalar(count) or 0
+
+
+def get_document(session: Session, *, dataset_id: int, document_id: int) -> Document | None:
+    doc = session.get(Document, document_id)
+    return doc if doc is not None and doc.dataset_id == dataset_id else None
+
+
+def count_documents(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(Document)) or 0
+
+
+def count_datasets(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(Dataset)) or 0
+
+
+def delete_dataset(session: Session, *, dataset: Dataset) -> None:
+    # Documents go first in bulk: the ORM cascade would load them all.
+    session.execute(delete(Document).where(Document.dataset_id == dataset.id))
+    session.delete(dataset)

@@ -1,0 +1,148 @@
+"""Stream a multipart upload to disk, enforcing the size limit while it arrives.
+
+FastAPI's `UploadFile` would parse the whole body before the handler runs, so an oversized
+upload could only be refused after it had been received. Here the body is fed chunk by
+chunk to python-multipart's parser; the file part goes straight to a temporary file and
+the upload is refused (413) as soon as the byte count passes the limit.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
+
+MAX_FIELD_BYTES = 64 * 1024
+
+
+class UploadError(Exception):
+    def __init__(self, status_code: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.field = field
+
+
+@dataclass
+class ReceivedUpload:
+    """The form's small fields, and the one file part on disk."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    file_path: Path | None = None
+    filename: str | None = None
+    file_field: str | None = None
+    size: int = 0
+
+    def cleanup(self) -> None:
+        if self.file_path is not None:
+            self.file_path.unlink(missing_ok=True)
+
+
+class _PartState:
+    def __init__(self) -> None:
+        self.headers: dict[str, bytes] = {}
+        self.header_field = b""
+        self.header_value = b""
+        self.name: str | None = None
+        self.filename: str | None = None
+        self.buffer = bytearray()
+        self.out: IO[bytes] | None = None
+
+
+def _on_header_end(state: _PartState) -> None:
+    state.headers[state.header_field.decode("latin-1").lower()] = state.header_value
+    state.header_field = b""
+    state.header_value = b""
+
+
+async def receive_upload(request: Request, *, tmp_dir: Path, max_bytes: int, file_field: str = "file") -> ReceivedUpload:
+    """Receive `multipart/form-data`, one file field (`file_field`) and small text fields."""
+    content_type, params = parse_options_header(request.headers.get("content-type", ""))
+    if content_type != b"multipart/form-data" or b"boundary" not in params:
+        raise UploadError(415, "the body must be multipart/form-data with a 'file' part", field="file")
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes + MAX_FIELD_BYTES * 16:
+        raise UploadError(413, f"upload of {int(declared):,} bytes is over the {max_bytes:,}-byte limit", field="file")
+
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    result = ReceivedUpload()
+    state = _PartState()
+
+    def on_part_begin() -> None:
+        state.__init__()  # type: ignore[misc]
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        state.header_field += data[start:end]
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        state.header_value += data[start:end]
+
+    def on_headers_finished() -> None:
+        disposition, opts = parse_options_header(state.headers.get("content-disposition", b""))
+        state.name = opts.get(b"name", b"").decode()
+        raw_filename = opts.get(b"filename")
+        if raw_filename is not None and state.name == file_field:
+            if result.file_path is not None:
+                raise UploadError(422, "only one file per upload", field=file_field)
+            fd, path = tempfile.mkstemp(prefix="upload-", dir=tmp_dir)
+            state.out = os.fdopen(fd, "wb")
+            result.file_path = Path(path)
+            result.filename = os.path.basename(raw_filename.decode("utf-8", "replace").replace("\\", "/"))
+            result.file_field = state.name
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        n = end - start
+        if state.out is not None:
+            result.size += n
+            if result.size > max_bytes:
+                raise UploadError(413, f"upload is over the {max_bytes:,}-byte limit", field=file_field)
+            state.out.write(data[start:end])
+        else:
+            if len(state.buffer) + n > MAX_FIELD_BYTES:
+                raise UploadError(413, f"form field '{state.name}' is over {MAX_FIELD_BYTES} bytes", field=state.name)
+            state.buffer += data[start:end]
+
+    def on_part_end() -> None:
+        if state.out is not None:
+            state.out.close()
+            state.out = None
+        elif state.name:
+            try:
+                result.fields[state.name] = state.buffer.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UploadError(422, f"form field '{state.name}' is not valid UTF-8", field=state.name) from None
+
+    callbacks = {
+        "on_part_begin": on_part_begin,
+        "on_header_field": on_header_field,
+        "on_header_value": on_header_value,
+        "on_header_end": lambda: _on_header_end(state),
+        "on_headers_finished": on_headers_finished,
+        "on_part_data": on_part_data,
+        "on_part_end": on_part_end,
+    }
+    parser = MultipartParser(params[b"boundary"], callbacks)  # type: ignore[arg-type]
+    try:
+        async for chunk in request.stream():
+            parser.write(chunk)
+        parser.finalize()
+    except UploadError:
+        _abort(state, result)
+        raise
+    except Exception as exc:  # malformed multipart framing
+        _abort(state, result)
+        raise UploadError(400, f"malformed multipart body: {exc}") from None
+    if result.file_path is None:
+        raise UploadError(422, f"no file in the upload: send it in the '{file_field}' form field", field=file_field)
+    return result
+
+
+def _abort(state: _PartState, result: ReceivedUpload) -> None:
+    if state.out is not None:
+        state.out.close()
+    result.cleanup()
