@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 import struct
 import time
 import tracemalloc
@@ -71,7 +72,8 @@ def make_zip(tmp_path: Path, members: dict[str, bytes], name: str = "notes.zip")
 
 def test_column_mapping_defaults_and_validation():
     mapping = ColumnMapping()
-    assert (mapping.text, mapping.id, mapping.labels, mapping.metadata) == ("text", None, None, None)
+    assert (mapping.text, mapping.id, mapping.labels) == ("text", None, None)
+    assert mapping.metadata is None
     assert mapping.label_separator == "|"
     with pytest.raises(ValidationError, match="more than one role: nota"):
         ColumnMapping(text="nota", metadata=["nota"])
@@ -106,8 +108,28 @@ def test_detect_format_unknown_extension_names_file_and_formats():
 
 
 def test_detect_format_unknown_declared():
-    with pytest.raises(DatasetInputError, match="unknown format 'xlsx'; accepted formats: csv, jsonl, zip"):
+    with pytest.raises(DatasetInputError) as caught:
         detect_format("notes.csv", "xlsx")
+    assert caught.value.message == "unknown format 'xlsx'; accepted formats: csv, jsonl, zip"
+
+
+def test_error_survives_pickling():
+    """Workers may pass the error across processes: field and locator must survive."""
+    error = DatasetInputError("line 3: field 'nota' is empty", field="nota", locator="line 3")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.field, copy.locator) == (str(error), "nota", "line 3")
+
+
+def test_unknown_format_argument_fails_at_once(tmp_path):
+    with pytest.raises(DatasetInputError) as caught:
+        iter_documents(
+            tmp_path / "x",
+            "xlsx",  # type: ignore[arg-type]
+            ColumnMapping(),
+            max_document_bytes=1,
+            max_uncompressed_bytes=1,
+        )
+    assert caught.value.field == "format"
 
 
 # ---- CSV ----------------------------------------------------------------------------------
@@ -134,11 +156,15 @@ def test_csv_reads_ids_labels_and_metadata(tmp_path):
 def test_csv_text_only_has_no_ids(tmp_path):
     path = write(tmp_path, "a.csv", "text\n uno \ndue\n")
     docs = parse(path, "csv")
-    assert [(d.text, d.external_id, d.metadata) for d in docs] == [(" uno ", None, {}), ("due", None, {})]
+    assert [(d.text, d.external_id, d.metadata) for d in docs] == [
+        (" uno ", None, {}), ("due", None, {}),
+    ]
 
 
 def test_csv_multiline_fields_locate_the_record_start(tmp_path):
-    content = 'id,text\n1,"riga uno\nriga due\nriga tre"\n\n2,"a ""quoted"" word"\n3,"x\r\ny"\n4,fine\n'
+    content = (
+        'id,text\n1,"riga uno\nriga due\nriga tre"\n\n2,"a ""quoted"" word"\n3,"x\r\ny"\n4,fine\n'
+    )
     docs = parse(write(tmp_path, "a.csv", content), "csv")
     assert [(d.external_id, d.locator) for d in docs] == [
         ("1", "line 2"), ("2", "line 6"), ("3", "line 7"), ("4", "line 9"),
@@ -165,7 +191,8 @@ def test_csv_mapping_renames_and_restricts(tmp_path):
     )
     (doc,) = parse(write(tmp_path, "a.csv", content), "csv", mapping)
     assert (doc.external_id, doc.labels, doc.metadata) == ("X", ("J21", "ok"), {"reparto": "PS"})
-    (doc,) = parse(write(tmp_path, "b.csv", content), "csv", mapping.model_copy(update={"metadata": []}))
+    without_metadata = mapping.model_copy(update={"metadata": []})
+    (doc,) = parse(write(tmp_path, "b.csv", content), "csv", without_metadata)
     assert doc.metadata == {}
 
 
@@ -225,13 +252,15 @@ def test_csv_empty_text(tmp_path, cell):
 
 
 def test_csv_empty_text_names_mapped_column(tmp_path):
-    error = parse_error(write(tmp_path, "a.csv", "nota\n\" \"\n"), "csv", ColumnMapping(text="nota"))
+    path = write(tmp_path, "a.csv", 'nota\n" "\n')
+    error = parse_error(path, "csv", ColumnMapping(text="nota"))
     assert (error.field, error.message) == ("nota", "line 2: field 'nota' is empty")
 
 
 def test_csv_document_over_limit_gives_its_size(tmp_path):
     text = "è" * 600  # 600 characters, 1,200 UTF-8 bytes
-    error = parse_error(write(tmp_path, "a.csv", f"text\nok\n{text}\n"), "csv", max_document_bytes=1000)
+    path = write(tmp_path, "a.csv", f"text\nok\n{text}\n")
+    error = parse_error(path, "csv", max_document_bytes=1000)
     assert (error.field, error.locator) == ("text", "line 3")
     assert error.message == "line 3: document is 1.2 kB, over the 1 kB limit ('text')"
 
@@ -282,16 +311,23 @@ def test_csv_malformed_quoting(tmp_path):
 
 
 def test_csv_overlong_line_is_refused_before_reading_it_whole(tmp_path):
-    path = write(tmp_path, "a.csv", "text\n" + "x" * 1_100_000 + "\n")
-    error = parse_error(path, "csv", max_document_bytes=10)
+    path = write(tmp_path, "a.csv", "text\n" + "x" * 30_000_000 + "\n")
+    tracemalloc.start()
+    try:
+        error = parse_error(path, "csv", max_document_bytes=10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert error.locator == "line 2"
     assert error.message.startswith("line 2: line is longer than 1 MB")
+    assert peak < 5_000_000, f"peak traced memory {peak / 1e6:.1f} MB"  # ~1 MB line cap
 
 
 @pytest.mark.parametrize("content", ["", "\n\n", "\ufeff", "id,text\n", "id,text\n\n\n"])
 def test_csv_without_documents(tmp_path, content):
     error = parse_error(write(tmp_path, "a.csv", content), "csv")
-    assert (error.message, error.locator, error.field) == ("the file holds no documents", None, None)
+    assert error.message == "the file holds no documents"
+    assert (error.locator, error.field) == (None, None)
 
 
 def test_documents_are_yielded_before_a_later_error(tmp_path):
@@ -316,7 +352,7 @@ def jsonl(*records: object) -> str:
 
 def test_jsonl_values_labels_and_metadata(tmp_path):
     content = jsonl(
-        {"id": 7, "text": "nota uno", "labels": ["a ", "b|c", ""], "age": 3, "tags": {"x": [1, None]}},
+        {"id": 7, "text": "nota uno", "labels": ["a ", "b|c", ""], "age": 3, "x": {"y": [1, None]}},
         "\n   \n",
         {"id": "B8", "text": "nota due", "labels": "a| b |", "label": "z"},
         {"id": "B9", "text": "nota tre", "labels": None},
@@ -327,7 +363,7 @@ def test_jsonl_values_labels_and_metadata(tmp_path):
         external_id="7",
         text="nota uno",
         labels=("a", "b|c"),  # list items are labels as they are, not split
-        metadata={"age": 3, "tags": {"x": [1, None]}},
+        metadata={"age": 3, "x": {"y": [1, None]}},
     )
     assert (second.locator, second.labels, second.metadata) == ("line 4", ("a", "b", "z"), {})
     assert (third.external_id, third.labels) == ("B9", ())
@@ -344,8 +380,10 @@ def test_jsonl_malformed(tmp_path):
     path = write(tmp_path, "a.jsonl", jsonl({"text": "ok"}, '{"text": "' + SECRET + '",}\n'))
     error = parse_error(path, "jsonl")
     assert error.locator == "line 2"
+    column = len('{"text": "' + SECRET + '",') + 1
     assert error.message == (
-        f"line 2: not valid JSON (Expecting property name enclosed in double quotes at column {len(SECRET) + 13})"
+        "line 2: not valid JSON (Expecting property name enclosed in double quotes"
+        f" at column {column})"
     )
 
 
@@ -354,7 +392,9 @@ def test_jsonl_rejects_nan(tmp_path):
     assert error.message == "line 1: not valid JSON (NaN is not allowed)"
 
 
-@pytest.mark.parametrize(("line", "found"), [("[1, 2]", "an array"), ('"x"', "a string"), ("3", "a number")])
+@pytest.mark.parametrize(
+    ("line", "found"), [("[1, 2]", "an array"), ('"x"', "a string"), ("3", "a number")]
+)
 def test_jsonl_non_object(tmp_path, line, found):
     error = parse_error(write(tmp_path, "a.jsonl", jsonl({"text": "ok"}, line + "\n")), "jsonl")
     assert error.locator == "line 2"
@@ -387,7 +427,8 @@ def test_jsonl_empty_text(tmp_path):
 
 
 def test_jsonl_document_over_limit(tmp_path):
-    error = parse_error(write(tmp_path, "a.jsonl", jsonl({"text": "x" * 1500})), "jsonl", max_document_bytes=1000)
+    path = write(tmp_path, "a.jsonl", jsonl({"text": "x" * 1500}))
+    error = parse_error(path, "jsonl", max_document_bytes=1000)
     assert (error.field, error.locator) == ("text", "line 1")
     assert error.message == "line 1: document is 1.5 kB, over the 1 kB limit ('text')"
 
@@ -404,10 +445,22 @@ def test_document_size_message_in_megabytes(tmp_path):
         ([{"id": 1, "text": "a"}, {"text": "b"}], "line 2: key 'id' is missing"),
         ([{"id": 1, "text": "a"}, {"id": None, "text": "b"}], "line 2: key 'id' is missing"),
         ([{"id": 1, "text": "a"}, {"id": " ", "text": "b"}], "line 2: field 'id' is empty"),
-        ([{"id": 1, "text": "a"}, {"id": True, "text": "b"}], "line 2: field 'id' must be a string or an integer, not a boolean"),
-        ([{"id": 1, "text": "a"}, {"id": 1.5, "text": "b"}], "line 2: field 'id' must be a string or an integer, not a number"),
-        ([{"text": "a"}, {"id": 2, "text": "b"}], "line 2: key 'id' present, but the first record had none"),
-        ([{"id": "1", "text": "a"}, {"id": 1, "text": "b"}], "line 2: duplicate id '1' (first seen on line 1)"),
+        (
+            [{"id": 1, "text": "a"}, {"id": True, "text": "b"}],
+            "line 2: field 'id' must be a string or an integer, not a boolean",
+        ),
+        (
+            [{"id": 1, "text": "a"}, {"id": 1.5, "text": "b"}],
+            "line 2: field 'id' must be a string or an integer, not a number",
+        ),
+        (
+            [{"text": "a"}, {"id": 2, "text": "b"}],
+            "line 2: key 'id' present, but the first record had none",
+        ),
+        (
+            [{"id": "1", "text": "a"}, {"id": 1, "text": "b"}],
+            "line 2: duplicate id '1' (first seen on line 1)",
+        ),
     ],
 )
 def test_jsonl_ids(tmp_path, records, message):
@@ -417,9 +470,12 @@ def test_jsonl_ids(tmp_path, records, message):
 
 
 def test_jsonl_labels_of_wrong_type(tmp_path):
-    error = parse_error(write(tmp_path, "a.jsonl", jsonl({"text": "a", "labels": [{"x": 1}]})), "jsonl")
+    path = write(tmp_path, "a.jsonl", jsonl({"text": "a", "labels": [{"x": 1}]}))
+    error = parse_error(path, "jsonl")
     assert (error.field, error.locator) == ("labels", "line 1")
-    assert error.message == "line 1: field 'labels' must be a string or a list of strings, not an array"
+    assert error.message == (
+        "line 1: field 'labels' must be a string or a list of strings, not an array"
+    )
 
 
 def test_jsonl_rejects_strings_the_database_cannot_store(tmp_path):
@@ -466,7 +522,9 @@ def test_zip_members_in_nested_folders(tmp_path):
     )
     docs = parse(path, "zip", ColumnMapping(text="ignored for zip"))
     assert docs == [
-        ParsedDocument("notes/2024/a.txt", "notes/2024/a", "prima nota\n", (), {"path": "notes/2024/a.txt"}),
+        ParsedDocument(
+            "notes/2024/a.txt", "notes/2024/a", "prima nota\n", (), {"path": "notes/2024/a.txt"}
+        ),
         ParsedDocument("B.TXT", "B", "seconda nota", (), {"path": "B.TXT"}),
     ]
 
@@ -490,14 +548,18 @@ def test_zip_path_traversal_rejects_the_upload(tmp_path, member, problem):
 
 def test_zip_bomb_member_over_document_limit(tmp_path):
     path = make_zip(tmp_path, {"a.txt": b"ok", "bomb.txt": bytes(50_000_000)})
-    error = parse_error(path, "zip", max_document_bytes=1_000_000, max_uncompressed_bytes=10_000_000)
+    error = parse_error(
+        path, "zip", max_document_bytes=1_000_000, max_uncompressed_bytes=10_000_000
+    )
     assert (error.field, error.locator) == ("text", "bomb.txt")
     assert error.message == "bomb.txt: document is 50 MB, over the 1 MB limit"
 
 
 def test_zip_bomb_compression_ratio(tmp_path):
     path = make_zip(tmp_path, {"bomb.txt": bytes(50_000_000)})
-    error = parse_error(path, "zip", max_document_bytes=100_000_000, max_uncompressed_bytes=100_000_000)
+    error = parse_error(
+        path, "zip", max_document_bytes=100_000_000, max_uncompressed_bytes=100_000_000
+    )
     assert error.locator == "bomb.txt"
     assert error.message.startswith("bomb.txt: compressed ")
     assert "more than the 200:1 that text allows (zip bomb?)" in error.message

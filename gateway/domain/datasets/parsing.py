@@ -40,6 +40,7 @@ _AUTO_ID = "id"
 _AUTO_LABELS = ("labels", "label")
 _NO_DOCUMENTS = "the file holds no documents"
 _NAMES_LISTED = 20
+_SNIFF_CHARS = 65_536  # a header is short; the Sniffer's regexes need not see a huge line
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +257,7 @@ def _iter_csv(
 def _sniff_delimiter(header_line: str) -> str:
     """',' unless the header is clearly ';'- or tab-separated (Italian Excel exports use ';')."""
     try:
-        return csv.Sniffer().sniff(header_line, delimiters=",;\t").delimiter
+        return csv.Sniffer().sniff(header_line[:_SNIFF_CHARS], delimiters=",;\t").delimiter
     except csv.Error:  # one column, or nothing to go on
         return ","
 
@@ -377,7 +378,8 @@ def _iter_jsonl(
             if roles is None:  # the first record plays the part of a CSV header
                 roles = _resolve_roles(list(record), mapping, locator, "key")
                 if mapping.labels is None:  # JSON omits keys freely: look for both on every line
-                    auto = tuple(n for n in _AUTO_LABELS if n not in (roles.text, roles.id))
+                    taken = (roles.text, roles.id, *(roles.metadata or ()))
+                    auto = tuple(n for n in _AUTO_LABELS if n not in taken)
                     roles = replace(roles, labels=auto)
             yield _json_document(record, locator, roles, mapping.label_separator, builder)
 
