@@ -179,6 +179,11 @@ def test_csv_semicolon_with_bom_and_crlf(tmp_path):
     assert (doc.external_id, doc.text, doc.labels) == ("1", "nota, con virgola", ("a", "b"))
 
 
+def test_csv_leading_blank_lines_before_a_semicolon_header(tmp_path):
+    (doc,) = parse(write(tmp_path, "a.csv", "\n\r\nid;text\n1;una, nota\n"), "csv")
+    assert (doc.locator, doc.external_id, doc.text) == ("line 4", "1", "una, nota")
+
+
 def test_csv_tab_separated(tmp_path):
     (doc,) = parse(write(tmp_path, "a.csv", "id\ttext\n7\tuna, nota\n"), "csv")
     assert (doc.external_id, doc.text) == ("7", "una, nota")

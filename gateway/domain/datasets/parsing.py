@@ -240,11 +240,15 @@ def _iter_csv(
     csv.field_size_limit(max(csv.field_size_limit(), limits.max_document_bytes + 1))
     with path.open("rb") as raw:
         lines = (line for _, line in _numbered_utf8_lines(raw, limits.max_line_bytes))
-        first = next(lines, None)
+        first, n_blank = next(lines, None), 0
+        while first is not None and not first.strip("\r\n"):  # sniff the header, not a blank
+            first, n_blank = next(lines, None), n_blank + 1
         if first is None:
             return
         delimiter = _sniff_delimiter(first)
-        reader = csv.reader(itertools.chain([first], lines), delimiter=delimiter, strict=True)
+        # The blanks go back in so that the reader's line count stays the file's.
+        replayed = itertools.chain(itertools.repeat("\n", n_blank), [first], lines)
+        reader = csv.reader(replayed, delimiter=delimiter, strict=True)
         records = _csv_records(reader, limits.max_document_bytes)
         header_line, header = next(records, (0, None))
         if header is None:
