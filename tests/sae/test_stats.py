@@ -1,0 +1,89 @@
+"""Sparse statistics against dense numpy on a small random case."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from contracts.sae import StatsConfig
+from services.sae.stats import c_norm, decoder_neighbours, feature_summary, pairwise, top_m_per_row
+
+
+def random_codes(n_docs=60, n=23, k=4, seed=0) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    idx = np.stack([rng.choice(n, k, replace=False, p=np.linspace(2, 1, n) / np.linspace(2, 1, n).sum())
+                    for _ in range(n_docs)])
+    acts = rng.uniform(0.1, 3.0, (n_docs, k)).astype(np.float32)
+    return sp.csr_matrix((acts.ravel(), idx.ravel(), np.arange(0, n_docs * k + 1, k)), shape=(n_docs, n))
+
+
+def test_feature_summary_matches_dense():
+    codes = random_codes()
+    dense = codes.toarray()
+    s = feature_summary(codes, bins=5)
+    fires = dense > 0
+    np.testing.assert_array_equal(s.counts, fires.sum(0))
+    np.testing.assert_allclose(s.density, fires.mean(0))
+    np.testing.assert_allclose(s.max_activation, dense.max(0))
+    mean = np.where(fires.sum(0) > 0, dense.sum(0) / np.maximum(fires.sum(0), 1), 0)
+    np.testing.assert_allclose(s.mean_activation, mean, rtol=1e-6)
+    for j in range(dense.shape[1]):
+        v = dense[fires[:, j], j]
+        if len(v):
+            ref = np.minimum((v * (5 / v.max())).astype(int), 4)
+            np.testing.assert_array_equal(s.histogram[j], np.bincount(ref, minlength=5))
+    assert s.histogram.sum() == codes.nnz
+
+
+@pytest.mark.parametrize("block", [1, 5, 100])
+def test_pairwise_matches_dense(block):
+    codes = random_codes(seed=block)
+    dense = codes.toarray().astype(np.float64)
+    a = (dense > 0).astype(np.float64)
+    cfg = StatsConfig(store_min_cnorm=0.0, top_m=3, block_latents=block)
+    counts = a.sum(0).astype(np.int64)
+    p = pairwise(codes, counts, cfg)
+    np.testing.assert_allclose(p.cooccurrence.toarray(), a.T @ a)
+    np.testing.assert_allclose(p.activation_similarity.toarray(), dense.T @ dense, rtol=1e-5)
+    cn_dense = (a.T @ a) / (counts[:, None] + cfg.eps)
+    np.testing.assert_allclose(c_norm(p.cooccurrence, counts, cfg.eps).toarray(), cn_dense, rtol=1e-6)
+    off = cn_dense.copy()
+    np.fill_diagonal(off, -1)
+    for i in range(off.shape[0]):
+        ref = np.sort(off[i][off[i] > 0])[::-1][:3]
+        got = p.cooc_top_values[i][p.cooc_top_indices[i] >= 0]
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+        np.testing.assert_allclose(off[i, p.cooc_top_indices[i][: len(ref)]], ref, rtol=1e-6)
+
+
+def test_pruning_keeps_pairs_above_floor_in_either_direction():
+    codes = random_codes(n_docs=200, n=30, k=3, seed=7)
+    a = (codes.toarray() > 0).astype(np.float64)
+    counts = a.sum(0).astype(np.int64)
+    floor = 0.2
+    p = pairwise(codes, counts, StatsConfig(store_min_cnorm=floor, block_latents=7))
+    c = a.T @ a
+    cn = c / counts[:, None]
+    want = (np.maximum(cn, cn.T) >= floor) & (c > 0)
+    np.testing.assert_array_equal(p.cooccurrence.toarray() > 0, want)
+    np.testing.assert_allclose(p.cooccurrence.toarray()[want], c[want])
+
+
+def test_top_m_per_row_pads_and_skips_diagonal():
+    block = sp.csr_matrix(np.array([[5.0, 1.0, 0.0, 2.0], [0.0, 9.0, 0.0, 0.0]]))
+    idx, val = top_m_per_row(block, 3, row_offset=0)
+    np.testing.assert_array_equal(idx, [[3, 1, -1], [-1, -1, -1]])
+    np.testing.assert_array_equal(val, [[2.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+
+
+def test_decoder_neighbours_match_dense():
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((37, 6)).astype(np.float32)
+    nb = decoder_neighbours(w, m=4, chunk=8)
+    u = w / np.linalg.norm(w, axis=1, keepdims=True)
+    cos = u @ u.T
+    np.fill_diagonal(cos, -np.inf)
+    ref_idx = np.argsort(-cos, axis=1)[:, :4]
+    np.testing.assert_array_equal(nb.indices, ref_idx)
+    np.testing.assert_allclose(nb.values, np.take_along_axis(cos, ref_idx, 1), rtol=1e-5)
