@@ -21,7 +21,7 @@ from gateway.config import GatewaySettings, get_settings
 from gateway.dashboard import router as dashboard_router
 from gateway.dashboard.views import login_page_response
 from gateway.db import session_factory
-from gateway.deps import NotAuthenticated
+from gateway.deps import CurrentKey, NotAuthenticated
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs.runner import ArqRunner, InProcessRunner, JobDeps
 from gateway.logging import configure_logging
@@ -54,7 +54,7 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
         lifespan=lifespan,
         docs_url=None,  # FastAPI's docs page loads Swagger UI from a CDN; the schema is at /api/v1/openapi.json
         redoc_url=None,
-        openapi_url="/api/v1/openapi.json",
+        openapi_url=None,  # served below, behind authentication
     )
     _init_state(app, settings)
     app.add_middleware(
@@ -78,6 +78,10 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
         return RedirectResponse("/datasets", status_code=303)
+
+    @app.get("/api/v1/openapi.json", include_in_schema=False)
+    def openapi_schema(_: CurrentKey) -> JSONResponse:
+        return JSONResponse(app.openapi())
 
     app.include_router(api_router)
     app.include_router(dashboard_router)

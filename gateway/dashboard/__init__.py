@@ -1,5 +1,11 @@
 """The HTMX dashboard (HTML pages and fragments)."""
 
-from gateway.dashboard.pages import router
+from fastapi import APIRouter
+
+from gateway.dashboard.pages import public, router as private
+
+router = APIRouter()
+router.include_router(public)
+router.include_router(private)
 
 __all__ = ["router"]

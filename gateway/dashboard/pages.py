@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import urlparse
 
-from fastapi import APIRouter, Form, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel
 
 from gateway.api.v1.datasets import receive_and_import
-from gateway.deps import CurrentUser, RequestId, SessionDep
+from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
 from gateway.domain.auth import repo as auth_repo
 from gateway.domain.auth.service import verify_key
 from gateway.domain.datasets import repo as dataset_repo
@@ -20,7 +20,9 @@ from gateway.domain.jobs.service import to_out
 from gateway.dashboard.views import check_csrf, login_page_response, render
 from gateway.uploads import UploadError
 
-router = APIRouter(include_in_schema=False)
+public = APIRouter(include_in_schema=False)
+# Login first: a page of a dataset that does not exist is a 401 (login page), not a 404.
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
 PAGE_SIZE = 25
 
 
@@ -48,12 +50,12 @@ class Pager(BaseModel):
         return min(self.offset + self.limit, self.total)
 
 
-@router.get("/login", response_class=HTMLResponse)
+@public.get("/login", response_class=HTMLResponse)
 def login_form(request: Request) -> Response:
     return login_page_response(request)
 
 
-@router.post("/login", response_class=HTMLResponse)
+@public.post("/login", response_class=HTMLResponse)
 def login(
     request: Request, session: SessionDep, key: Annotated[str, Form()], csrf_token: Annotated[str, Form()] = "",
     next: Annotated[str, Form()] = "/datasets",

@@ -1,9 +1,11 @@
-"""The public JSON API, version 1."""
+"""The public JSON API, version 1. Authentication is a router-level dependency, so it runs
+before any other (a missing key is a 401 even where the resource would be a 404)."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from gateway.api.v1 import datasets, jobs, keys
+from gateway.deps import require_api_key
 
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(require_api_key)])
 for module in (datasets, jobs, keys):
     router.include_router(module.router)

@@ -143,8 +143,16 @@ class InProcessRunner:
             await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
 
     async def close(self) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop the jobs thread and close its loop (a running job is abandoned, to resume later)."""
+        if self.loop.is_closed():
+            return
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 class ArqRunner:

@@ -1,0 +1,121 @@
+"""Shared fixtures: the gateway on SQLite (embedded) and on the real PostgreSQL, an API key,
+an HTTP client over the app's ASGI transport."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from gateway.config import GatewaySettings
+from gateway.migrate import upgrade
+
+PG_ADMIN_URL = os.environ.get("PRISMA_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("PRISMA_TEST_REDIS", "redis://127.0.0.1:6379/0")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _pg_url(dbname: str) -> str:
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{dbname}"
+
+
+def create_pg_database() -> str:
+    """A fresh, empty PostgreSQL database for this test process; returns its URL."""
+    name = f"prisma_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return _pg_url(name)
+
+
+def drop_pg_database(url: str) -> None:
+    from gateway.db import get_engine
+
+    get_engine(url).dispose()  # the app's pooled connections
+    get_engine.cache_clear()
+    name = url.rsplit("/", 1)[1]
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    url = create_pg_database()
+    upgrade(url)
+    yield url
+    drop_pg_database(url)
+
+
+def truncate_all(url: str) -> None:
+    from gateway.models import Base
+
+    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def make_settings(data_dir: Path, database_url: str | None = None, **overrides: object) -> GatewaySettings:
+    return GatewaySettings(
+        data_dir=data_dir, database_url=database_url, redis_url=None, log_json=False, log_level="WARNING",
+        secret_key="test-secret-key", auto_migrate=True, **overrides,
+    )
+
+
+@pytest.fixture
+def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[GatewaySettings]:
+    if backend == "postgres":
+        url = request.getfixturevalue("pg_database")
+        truncate_all(url)
+        yield make_settings(tmp_path / "data", url)
+    else:
+        yield make_settings(tmp_path / "data")
+
+
+@pytest.fixture
+def app(settings: GatewaySettings):  # noqa: ANN201
+    from gateway.app import create_app
+
+    application = create_app(settings, configure_logs=False)
+    yield application
+    application.state.runner.shutdown()
+
+
+@pytest.fixture
+def api_key(settings: GatewaySettings, app) -> str:  # noqa: ANN001
+    from gateway.db import session_scope
+    from gateway.domain.auth.service import create_key
+
+    with session_scope(app.state.factory) as session:
+        _, plain = create_key(session, name=f"tester-{uuid.uuid4().hex[:6]}")
+    return plain
+
+
+@pytest.fixture
+async def client(app) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ANN001
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://prisma.test") as c:
+        yield c
+
+
+@pytest.fixture
+def auth(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"}
