@@ -15,23 +15,24 @@ import pytest
 
 from artifacts import ArtifactStore
 from services.sae.pipeline import train_sae
-from tests.sae.test_trainer import _payload
+from sae_fixtures import tiny_payload
 
 CHILD = textwrap.dedent("""
     import sys, time
     from artifacts import ArtifactStore
-    from tests.sae.test_trainer import _payload
+    from sae_fixtures import tiny_payload
     from services.sae.pipeline import train_sae
     store = ArtifactStore(sys.argv[1])
     # slow each step down so that the parent can kill the run mid-way
-    train_sae(_payload(store, max_steps=400), store, should_stop=lambda: time.sleep(0.01) or False)
+    train_sae(tiny_payload(store, max_steps=400), store, should_stop=lambda: time.sleep(0.01) or False)
 """)
 
 
 @pytest.mark.slow
 def test_sigkill_mid_run_then_resume(tmp_path):
     root = str(tmp_path / "killed")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here)])}
     child = subprocess.Popen([sys.executable, "-c", CHILD, root], env=env)
     latest = Path(root) / "sae/7/checkpoint/latest.json"
     deadline = time.monotonic() + 45
@@ -47,9 +48,9 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert child.returncode == -signal.SIGKILL
     store = ArtifactStore(root)
     assert not store.exists("sae/7/result.json")
-    resumed = train_sae(_payload(store, max_steps=400), store)
+    resumed = train_sae(tiny_payload(store, max_steps=400), store)
     assert 50 <= resumed.resumed_from_step < 400
     clean_store = ArtifactStore(str(tmp_path / "clean"))
-    clean = train_sae(_payload(clean_store, max_steps=400), clean_store)
+    clean = train_sae(tiny_payload(clean_store, max_steps=400), clean_store)
     assert [p.fvu for p in resumed.loss_curve] == [p.fvu for p in clean.loss_curve]
     assert resumed.metrics == clean.metrics

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
-
-import numpy as np
 import pytest
 import torch
 from pydantic import ValidationError
 
 from artifacts import ArtifactStore
-from contracts.sae import SaeConfig, SaeSweepPayload, SaeTrainPayload
+from contracts.sae import SaeConfig, SaeSweepPayload
+from sae_fixtures import tiny_payload
 from services.sae.pipeline import train_sae
 from services.sae.trainer import SaeTrainer, geometric_median, holdout_split, lr_at
 
@@ -78,21 +76,10 @@ def test_helpers():
     assert lr_at(100, 100, 1.0, 10) == 0.0
 
 
-def _payload(store: ArtifactStore, **cfg) -> SaeTrainPayload:
-    rng = np.random.default_rng(0)
-    x = (rng.standard_normal((300, 12)) @ rng.standard_normal((12, 12))).astype(np.float32)
-    buf = io.BytesIO()
-    np.save(buf, x)
-    info = store.write_bytes("emb/0.npy", buf.getvalue())
-    config = SaeConfig(**{"expansion_factor": 4, "k": 3, "batch_size": 32, "max_steps": 60,
-                          "checkpoint_every_steps": 10, "dead_after_samples": 64, **cfg})
-    return SaeTrainPayload(run_id=7, embeddings=[info], artifact_prefix="sae/7", config=config)
-
-
 def test_stop_then_resume_equals_uninterrupted(tmp_path):
-    ref = train_sae(_payload(ArtifactStore(str(tmp_path / "a"))), ArtifactStore(str(tmp_path / "a")))
+    ref = train_sae(tiny_payload(ArtifactStore(str(tmp_path / "a"))), ArtifactStore(str(tmp_path / "a")))
     store = ArtifactStore(str(tmp_path / "b"))
-    payload = _payload(store)
+    payload = tiny_payload(store)
     calls = iter(range(1000))
     with pytest.raises(Exception, match="stopped at step 25"):
         train_sae(payload, store, should_stop=lambda: next(calls) == 24)
@@ -105,7 +92,7 @@ def test_stop_then_resume_equals_uninterrupted(tmp_path):
 
 def test_training_learns_and_writes_artifacts(tmp_path):
     store = ArtifactStore(str(tmp_path))
-    res = train_sae(_payload(store, max_steps=200, k=4), store)
+    res = train_sae(tiny_payload(store, max_steps=200, k=4), store)
     assert res.loss_curve[-1].fvu < res.loss_curve[0].fvu
     assert res.metrics.l0 <= 4
     for info in res.artifacts.model_dump().values():
