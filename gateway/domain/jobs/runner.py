@@ -158,8 +158,9 @@ class InProcessRunner:
 class ArqRunner:
     """Distributed mode: jobs go to the `gateway` arq queue, run by `prisma worker gateway`."""
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, *, queue_name: str = "gateway") -> None:
         self.redis_url = redis_url
+        self.queue_name = queue_name
         self.pool: Any = None
 
     async def enqueue(self, job: Job) -> None:
@@ -167,7 +168,7 @@ class ArqRunner:
             self.pool = await create_arq_pool(self.redis_url)
         # arq refuses a second job with an id whose result it still keeps, so each attempt
         # gets its own arq id; the job table's id stays the deterministic one.
-        await self.pool.enqueue_job("run_job", job.id, _job_id=f"{job.id}#{job.attempts}", _queue_name="gateway")
+        await self.pool.enqueue_job("run_job", job.id, _job_id=f"{job.id}#{job.attempts}", _queue_name=self.queue_name)
 
     async def close(self) -> None:
         if self.pool is not None:

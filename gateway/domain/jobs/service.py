@@ -142,3 +142,18 @@ class RateMeter:
         rate = (done - self.base) / elapsed if done > self.base else None
         eta = (self.total - done) / rate if rate and self.total is not None else None
         return Progress(done=done, total=self.total, unit=self.unit, rate=rate, eta_seconds=eta, message=message)
+
+
+async def submit(
+    factory: sessionmaker[Session], runner: Any, *, kind: str, queue: str, payload: BaseModel,
+    created_by_key_id: int | None = None,
+) -> JobOut:
+    """Create (or find) the job for this work and enqueue it unless it is already under way or done."""
+    with session_scope(factory) as session:
+        job, must_enqueue = create_or_get(
+            session, kind=kind, queue=queue, payload=payload, created_by_key_id=created_by_key_id
+        )
+        out = to_out(job)
+    if must_enqueue:
+        await runner.enqueue(job)
+    return out

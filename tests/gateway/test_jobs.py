@@ -1,0 +1,128 @@
+"""Jobs: deterministic ids, progress persisted, cancellation, resume — in-process and on arq/Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from arq.connections import RedisSettings
+from arq.worker import Worker
+from pydantic import BaseModel
+
+from contracts.jobs import deterministic_job_id
+from gateway.domain.jobs.handlers import HANDLERS
+from gateway.domain.jobs.runner import ArqRunner, JobContext, JobDeps, json_deserializer, json_serializer
+from gateway.domain.jobs.service import RateMeter, submit
+from gateway.worker import run_job
+from tests.conftest import REDIS_URL
+
+pytestmark = pytest.mark.anyio
+RUNS: dict[str, int] = {}
+
+
+class CountPayload(BaseModel):
+    n: int
+    tag: str
+    sleep_s: float = 0.0
+
+
+async def count_handler(ctx: JobContext, payload: dict) -> dict:
+    """A job that counts to n, checkpointing nothing: enough to exercise the machinery."""
+    p = CountPayload.model_validate(payload)
+    RUNS[p.tag] = RUNS.get(p.tag, 0) + 1
+    meter = RateMeter(total=p.n, unit="steps")
+    for i in range(1, p.n + 1):
+        ctx.check_cancelled()
+        await asyncio.sleep(p.sleep_s)
+        ctx.report(meter.progress(i, message=f"step {i}"), force=True)
+    return {"counted": p.n}
+
+
+@pytest.fixture(autouse=True)
+def count_kind():  # noqa: ANN201
+    HANDLERS["test.count"] = count_handler
+    yield
+    HANDLERS.pop("test.count", None)
+
+
+async def wait_status(client, auth, job_id: str, statuses: set[str], timeout: float = 20) -> dict:  # noqa: ANN001
+    async with asyncio.timeout(timeout):
+        while True:
+            job = (await client.get(f"/api/v1/jobs/{job_id}", headers=auth)).json()
+            if job["status"] in statuses:
+                return job
+            await asyncio.sleep(0.05)
+
+
+async def test_in_process_job_runs_once_with_progress(app, client, auth) -> None:  # noqa: ANN001
+    tag = uuid.uuid4().hex
+    payload = CountPayload(n=5, tag=tag)
+    first = await submit(app.state.factory, app.state.runner, kind="test.count", queue="gateway", payload=payload)
+    assert first.id == deterministic_job_id("test.count", payload)
+    job = await wait_status(client, auth, first.id, {"succeeded", "failed"})
+    assert job["status"] == "succeeded", job
+    assert job["result"] == {"counted": 5}
+    assert job["progress"]["done"] == 5 and job["progress"]["total"] == 5 and job["progress"]["unit"] == "steps"
+    assert job["progress"]["message"] == "step 5"
+    again = await submit(app.state.factory, app.state.runner, kind="test.count", queue="gateway", payload=payload)
+    assert again.id == first.id and again.status == "succeeded"
+    await asyncio.sleep(0.2)
+    assert RUNS[tag] == 1  # enqueuing the same work twice ran it once
+    listing = (await client.get("/api/v1/jobs?kind=test.count", headers=auth)).json()
+    assert [j["id"] for j in listing["items"]] == [first.id]
+
+
+async def test_cancel_a_running_job_then_retry(app, client, auth) -> None:  # noqa: ANN001
+    payload = CountPayload(n=200, tag=uuid.uuid4().hex, sleep_s=0.02)
+    job = await submit(app.state.factory, app.state.runner, kind="test.count", queue="gateway", payload=payload)
+    await wait_status(client, auth, job.id, {"running"})
+    resp = await client.post(f"/api/v1/jobs/{job.id}/cancel", headers=auth)
+    assert resp.status_code == 200
+    done = await wait_status(client, auth, job.id, {"cancelled", "succeeded", "failed"})
+    assert done["status"] == "cancelled" and done["progress"]["done"] < 200
+    # The same work submitted again is queued again (a retry), with a new attempt.
+    retried = await submit(app.state.factory, app.state.runner, kind="test.count", queue="gateway",
+                           payload=payload.model_copy(update={"sleep_s": 0.02}))
+    assert retried.id == job.id
+    final = await wait_status(client, auth, job.id, {"succeeded", "failed"}, timeout=30)
+    assert final["status"] == "succeeded" and final["attempts"] == 2
+
+
+async def test_unknown_job_is_404_and_failures_are_recorded(app, client, auth) -> None:  # noqa: ANN001
+    assert (await client.get("/api/v1/jobs/nope", headers=auth)).status_code == 404
+    assert (await client.post("/api/v1/jobs/nope/cancel", headers=auth)).status_code == 404
+
+    async def broken(ctx: JobContext, payload: dict) -> dict:
+        raise ValueError("the input was wrong")
+
+    HANDLERS["test.broken"] = broken
+    try:
+        job = await submit(app.state.factory, app.state.runner, kind="test.broken", queue="gateway",
+                           payload=CountPayload(n=1, tag="b"))
+        failed = await wait_status(client, auth, job.id, {"failed", "succeeded"})
+    finally:
+        HANDLERS.pop("test.broken")
+    assert failed["status"] == "failed" and failed["error"] == "ValueError: the input was wrong"
+
+
+@pytest.mark.redis
+async def test_jobs_through_arq_and_redis(app, client, auth) -> None:  # noqa: ANN001
+    """Distributed mode: the gateway enqueues on Redis, a real arq worker runs the job."""
+    queue = f"gateway-test-{uuid.uuid4().hex[:6]}"  # a private queue: tests never share one
+    runner = ArqRunner(REDIS_URL, queue_name=queue)
+    tag = uuid.uuid4().hex
+    payload = CountPayload(n=3, tag=tag)
+    job = await submit(app.state.factory, runner, kind="test.count", queue="gateway", payload=payload)
+    deps = JobDeps(app.state.settings, app.state.factory, app.state.store, app.state.services)
+    worker = Worker(
+        functions=[run_job], queue_name=queue, redis_settings=RedisSettings.from_dsn(REDIS_URL), burst=True,
+        job_serializer=json_serializer, job_deserializer=json_deserializer, ctx={"deps": deps},
+        handle_signals=False, poll_delay=0.05,
+    )
+    await worker.main()
+    await worker.close()
+    done = (await client.get(f"/api/v1/jobs/{job.id}", headers=auth)).json()
+    assert done["status"] == "succeeded" and done["result"] == {"counted": 3}
+    assert RUNS[tag] == 1
+    await runner.close()
