@@ -1,0 +1,92 @@
+"""`prisma serve` as its own process: the README's curl walk-through, a 300 MB upload with
+bounded memory, and logs that never hold document text."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.live import create_key, live_server, peak_rss_bytes
+
+pytestmark = pytest.mark.slow
+MB = 1024 * 1024
+
+
+def test_readme_walkthrough_serve_key_curl(tmp_path: Path) -> None:
+    """prisma serve on a fresh data dir, prisma apikey create, curl upload -> the document count."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    data = tmp_path / "data"
+    with live_server(data) as (url, _):
+        key = create_key(data, "readme")
+        csv = tmp_path / "notes.csv"
+        csv.write_text("id,text\n1,Bronchiolite confermata\n2,Sospetta otite\n3,Esclusa polmonite\n")
+        out = subprocess.run(
+            ["curl", "-sS", "-H", f"Authorization: Bearer {key}", "-F", f"file=@{csv}", f"{url}/api/v1/datasets"],
+            capture_output=True, text=True, check=True,
+        )
+        assert json.loads(out.stdout)["n_documents"] == 3
+        denied = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{url}/api/v1/datasets"],
+                                capture_output=True, text=True, check=True)
+        assert denied.stdout == "401"
+
+
+def write_big_csv(path: Path, target_bytes: int) -> int:
+    """About `target_bytes` of CSV with ~30 KB notes; returns the number of documents."""
+    rng = random.Random(0)
+    words = ("febbre tosse dispnea wheezing saturazione bronchiolite sospetta confermata esclusa otite "
+             "polmonite lattante salbutamolo aerosol crepitii rientramenti apiretico idratazione").split()
+    n = 0
+    with path.open("w", encoding="utf-8") as f:
+        f.write("id,text\n")
+        written = 0
+        while written < target_bytes:
+            text = " ".join(rng.choice(words) for _ in range(3500))
+            line = f"N{n},{text}\n"
+            f.write(line)
+            written += len(line)
+            n += 1
+    return n
+
+
+def test_300mb_upload_with_bounded_memory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    big = tmp_path / "big.csv"
+    n_docs = write_big_csv(big, 300 * MB)
+    assert big.stat().st_size >= 300 * MB
+    with live_server(data) as (url, proc):
+        key = create_key(data, "mem")
+        headers = {"Authorization": f"Bearer {key}"}
+        warm = httpx.post(f"{url}/api/v1/datasets", headers=headers, files={"file": ("w.csv", b"text\nwarm up\n")})
+        assert warm.status_code == 201
+        before = peak_rss_bytes(proc.pid)
+        with big.open("rb") as f:
+            resp = httpx.post(f"{url}/api/v1/datasets", headers=headers, files={"file": ("big.csv", f)}, timeout=600)
+        assert resp.status_code == 201, resp.text
+        assert resp.json()["n_documents"] == n_docs
+        growth = peak_rss_bytes(proc.pid) - before
+    assert growth < 150 * MB, f"peak memory grew by {growth / MB:.0f} MB for a 300 MB upload"
+
+
+def test_logs_never_hold_document_text(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    log_path = tmp_path / "server.log"
+    secret = "Diagnosi riservata ZXQWERTY bronchiolite"
+    with live_server(data, log_path=log_path) as (url, _):
+        key = create_key(data, "logs")
+        h = {"Authorization": f"Bearer {key}"}
+        ok = httpx.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("a.csv", f"text\n{secret}\n".encode())})
+        assert ok.status_code == 201
+        bad = httpx.post(f"{url}/api/v1/datasets", headers=h,
+                         files={"file": ("b.csv", f"id,text\n1,{secret}\n1,{secret}\n".encode())})
+        assert bad.status_code == 422
+        httpx.get(f"{url}/api/v1/datasets/{ok.json()['id']}/documents", headers=h)
+    log = log_path.read_text()
+    assert '"msg": "request"' in log and "dataset imported" in log  # the log really was written
+    assert "ZXQWERTY" not in log

@@ -1,0 +1,77 @@
+"""A real `prisma serve` process on a loopback port, for tests that need separate processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PRISMA = str(Path(sys.executable).parent / "prisma")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prisma_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT")}
+    env.update({"PRISMA_DATA_DIR": str(data_dir), "PRISMA_LOG_LEVEL": "INFO", "HF_HUB_OFFLINE": "1"}, **extra)
+    return env
+
+
+@contextmanager
+def live_server(data_dir: Path, *, log_path: Path | None = None, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    port = free_port()
+    log = open(log_path or data_dir.parent / f"server-{port}.log", "wb")
+    proc = subprocess.Popen(
+        [PRISMA, "serve", "--port", str(port)], env=prisma_env(data_dir, **env), stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"prisma serve exited with {proc.returncode}")
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise TimeoutError("prisma serve did not answer /health in 60 s")
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's high-water mark of resident memory (VmHWM), bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
+def create_key(data_dir: Path, name: str = "cli") -> str:
+    out = subprocess.run(
+        [PRISMA, "apikey", "create", "--name", name], env=prisma_env(data_dir), capture_output=True, text=True,
+        check=True, cwd=REPO_ROOT,
+    )
+    return out.stdout.strip().splitlines()[-1]
