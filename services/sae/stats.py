@@ -70,16 +70,23 @@ def c_norm(cooc: sp.csr_matrix, counts: np.ndarray, eps: float = 1e-8) -> sp.csr
     return (sp.diags(1.0 / (counts.astype(np.float64) + eps)) @ cooc).tocsr().astype(np.float32)
 
 
-def top_m_per_row(block: sp.csr_matrix, m: int, row_offset: int) -> tuple[np.ndarray, np.ndarray]:
+def top_m_per_row(block: sp.csr_matrix, m: int, row_offset: int,
+                  prefilter: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Largest m off-diagonal values of each row of a CSR block → ([b, m] cols, [b, m] values).
 
     The diagonal is the entry (r, row_offset + r). Ties go to the smaller column. Pads: -1, 0.
+    With `prefilter` > 0 only values ≥ prefilter are sorted, except in rows that have fewer
+    than m of them: exact, and far less to sort in the long rows of dense features.
     """
     b = block.shape[0]
     rows = np.repeat(np.arange(b), np.diff(block.indptr))
     cols, vals = block.indices, block.data
-    off = cols != rows + row_offset
-    rows, cols, vals = rows[off], cols[off], vals[off]
+    sel = cols != rows + row_offset
+    if prefilter > 0:
+        high = sel & (vals >= prefilter)
+        short_rows = np.bincount(rows[high], minlength=b) < m
+        sel = high | (sel & short_rows[rows])
+    rows, cols, vals = rows[sel], cols[sel], vals[sel]
     order = np.lexsort((cols, -vals, rows))  # by row, then value descending, then column
     rows, cols, vals = rows[order], cols[order], vals[order]
     starts = np.searchsorted(rows, np.arange(b))
@@ -112,13 +119,14 @@ def pairwise(codes: sp.csr_matrix, counts: np.ndarray, cfg: StatsConfig) -> Pair
         stop = min(n, start + cfg.block_latents)
         c_blk = (a_csc[:, start:stop].T @ a_csr).tocsr()  # [b, n] counts
         d_blk = (b_csc[:, start:stop].T @ b_csr).tocsr()  # [b, n]
-        c_blk.sort_indices()
-        d_blk.sort_indices()
-        if not (np.array_equal(c_blk.indptr, d_blk.indptr) and np.array_equal(c_blk.indices, d_blk.indices)):
-            raise ValueError("codes hold explicit zeros: C and D patterns differ")
+        if not _same_pattern(c_blk, d_blk):  # same inputs' pattern: usually the same order already
+            c_blk.sort_indices()
+            d_blk.sort_indices()
+            if not _same_pattern(c_blk, d_blk):
+                raise ValueError("codes hold explicit zeros: C and D patterns differ")
         norm_blk = sp.csr_matrix((c_blk.data * inv[start:stop].repeat(np.diff(c_blk.indptr)),
                                   c_blk.indices, c_blk.indptr), shape=c_blk.shape)
-        idx, val = top_m_per_row(norm_blk, cfg.top_m, start)
+        idx, val = top_m_per_row(norm_blk, cfg.top_m, start, prefilter=0.05)
         top_idx.append(idx)
         top_val.append(val)
         keep = _prune(c_blk, counts, start, cfg.store_min_cnorm)
@@ -126,7 +134,13 @@ def pairwise(codes: sp.csr_matrix, counts: np.ndarray, cfg: StatsConfig) -> Pair
         d_parts.append(_masked(d_blk, keep))
     cooc = sp.vstack(c_parts, format="csr")
     act_sim = sp.vstack(d_parts, format="csr")
+    cooc.sort_indices()
+    act_sim.sort_indices()
     return Pairwise(cooc, act_sim, np.concatenate(top_idx), np.concatenate(top_val))
+
+
+def _same_pattern(a: sp.csr_matrix, b: sp.csr_matrix) -> bool:
+    return np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
 
 
 def _masked(block: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:

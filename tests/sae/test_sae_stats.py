@@ -87,3 +87,14 @@ def test_decoder_neighbours_match_dense():
     ref_idx = np.argsort(-cos, axis=1)[:, :4]
     np.testing.assert_array_equal(nb.indices, ref_idx)
     np.testing.assert_allclose(nb.values, np.take_along_axis(cos, ref_idx, 1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("prefilter", [0.05, 0.3, 0.9])
+def test_top_m_prefilter_is_exact(prefilter):
+    rng = np.random.default_rng(int(prefilter * 100))
+    block = sp.random(40, 50, density=0.3, random_state=rng, format="csr", dtype=np.float32)
+    block.data = np.round(block.data, 1)  # ties
+    exact = top_m_per_row(block, 6, row_offset=10)
+    fast = top_m_per_row(block, 6, row_offset=10, prefilter=prefilter)
+    np.testing.assert_array_equal(exact[0], fast[0])
+    np.testing.assert_array_equal(exact[1], fast[1])

