@@ -1,0 +1,139 @@
+"""Embedder service contracts: query embedding over HTTP, embedding runs over the `embedder` queue.
+
+Documents longer than the model's window are embedded by chunk-and-average (no token is
+dropped); the run's artifacts are laid out in shards so that a killed worker resumes:
+
+- `{artifact_prefix}/embeddings/shard-00000.npy`: float32 [docs_in_shard, d], document order.
+- `{artifact_prefix}/chunks/shard-00000.npz`: the chunk vectors (provenance), see `ChunkArrays`.
+- `{artifact_prefix}/spec.json`: what the shards were computed with (a resumed run must match).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts.artifacts import ArtifactInfo
+
+#: 'mean': over each chunk's tokens with its special tokens, padding excluded: what
+#: sentence-transformers does and the model was trained with (a short text then matches the
+#: model's own vector, cosine > 0.9999); 'mean_content': content tokens only, specials
+#: excluded (the design brief's wording; cosine 0.88 with the model's own vector for
+#: "hello world"); 'cls': the first token of each chunk. Chunk vectors are then averaged.
+Pooling = Literal["mean", "mean_content", "cls"]
+
+#: Names of the arrays in a chunks shard (`numpy.load(...)[name]`), with dtype and shape.
+CHUNK_ARRAYS: dict[str, str] = {
+    "vectors": "float16 [C, d]: each chunk's pooled vector, before averaging and normalisation",
+    "position": "int64 [C]: the document's position in the dataset snapshot",
+    "token_start": "int32 [C]: first token of the chunk, in the document's tokens without specials",
+    "token_end": "int32 [C]: one past the chunk's last token",
+    "char_start": "int32 [C]: character offset in the text where the chunk starts",
+    "char_end": "int32 [C]: character offset one past where the chunk ends",
+}
+
+
+class EmbedRequest(BaseModel):
+    """Texts to embed now (queries, labels): bounded, synchronous work."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    texts: list[str] = Field(
+        min_length=1,
+        description="Texts to embed, at most the service's max_texts, each at most max_chars characters. "
+        "Long texts are chunk-and-averaged, never truncated.",
+    )
+    model: str | None = Field(
+        default=None,
+        description="Local model directory or cached Hugging Face hub id; None or 'default' for the "
+        "service's default model (all-MiniLM-L6-v2).",
+    )
+    pooling: Pooling = Field(default="mean", description="Per-chunk pooling: 'mean', 'mean_content' or 'cls' (see Pooling).")
+    normalize: bool = Field(default=True, description="Scale each output vector to unit L2 norm.")
+
+
+class EmbedResponse(BaseModel):
+    """One vector per input text, in input order."""
+
+    model: str = Field(description="The model as requested ('default' or the path / hub id).")
+    dim: int = Field(description="Vector dimension d.")
+    vectors: list[list[float]] = Field(description="float32 vectors [len(texts), d].")
+    n_chunks: list[int] = Field(description="Chunks each text was split into (1 for texts within the window).")
+    n_tokens: list[int] = Field(description="Tokens fed to the model per text, special tokens included.")
+
+
+class ModelInfo(BaseModel):
+    """A loaded model, as `GET /models/default` describes it."""
+
+    name: str = Field(description="The name it is requested by ('default', a path or a hub id).")
+    path: str = Field(description="The local directory it was loaded from.")
+    dim: int = Field(description="Output dimension d.")
+    max_length: int = Field(description="L_max: tokens per forward pass, special tokens included.")
+    n_special: int = Field(description="Special tokens added to each chunk (2 for BERT: [CLS], [SEP]).")
+    device: str = Field(description="Where it runs: cpu, cuda, cuda:1, ...")
+    precision: str = Field(description="Weights and activations dtype: fp32, bf16 or fp16.")
+
+
+class EmbeddingRunSpec(BaseModel):
+    """How a dataset is embedded: one model, one pooling, one chunking."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(default="default", description="Local model directory, cached hub id, or 'default'.")
+    pooling: Pooling = Field(default="mean", description="Per-chunk pooling: 'mean', 'mean_content' or 'cls' (see Pooling).")
+    normalize: bool = Field(default=True, description="Unit-norm document vectors (the model's own pipeline does).")
+    max_length: int | None = Field(
+        default=None, ge=3,
+        description="Override L_max (tokens per chunk, specials included); None: the model's own "
+        "(sentence_bert_config.json max_seq_length, else the tokenizer's limit).",
+    )
+    shard_size: int = Field(
+        default=2048, ge=1,
+        description="Documents per shard: the unit of checkpointing, so a killed worker recomputes at "
+        "most this many. 2048 is about a minute of CPU work for MiniLM on abstracts.",
+    )
+    batch_tokens: int | None = Field(
+        default=None, ge=16,
+        description="Padded tokens per forward batch; None: the service's setting for its device.",
+    )
+
+
+class EmbedJobPayload(BaseModel):
+    """The `embed_run` job on the `embedder` queue (JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: int = Field(description="The gateway's embedding run id (for logs and progress).")
+    snapshot_uri: str = Field(
+        description="Dataset snapshot (Parquet: position, doc_id, external_id, text, labels, metadata) "
+        "in the artifact store."
+    )
+    artifact_prefix: str = Field(
+        min_length=1, description="Key prefix in the store for this run's files, e.g. 'embedding-runs/3'."
+    )
+    spec: EmbeddingRunSpec = Field(default_factory=EmbeddingRunSpec, description="How to embed.")
+
+
+class EmbedJobResult(BaseModel):
+    """What an embedding run produced; the gateway catalogues the shards."""
+
+    model: str = Field(description="The model as requested.")
+    model_path: str = Field(description="The local directory it was loaded from.")
+    dim: int = Field(description="Vector dimension d.")
+    max_length: int = Field(description="L_max used (specials included).")
+    device: str = Field(default="cpu", description="Where the computed shards ran.")
+    precision: str = Field(default="fp32", description="Dtype the computed shards ran in.")
+    n_documents: int = Field(description="Documents in the snapshot (= rows over all shards).")
+    n_chunks: int = Field(description="Chunks over all documents.")
+    n_tokens: int = Field(description="Tokens fed to the model over all chunks, specials included.")
+    shards: list[ArtifactInfo] = Field(description="Embedding shards in order: float32 [docs_in_shard, d] .npy.")
+    chunks: list[ArtifactInfo] = Field(description="Chunk shards in order (.npz, arrays as CHUNK_ARRAYS).")
+    seconds: float = Field(description="Wall time of this invocation.")
+    docs_per_s: float = Field(description="Documents computed (not reused) per second in this invocation.")
+    tokens_per_s: float = Field(description="Tokens computed per second in this invocation.")
+    chunks_per_doc_histogram: dict[str, int] = Field(
+        description="How many documents were split into k chunks, keyed by str(k)."
+    )
+    shards_computed: int = Field(description="Shards computed by this invocation.")
+    shards_reused: int = Field(description="Shards found complete in the store (a resumed run) and kept.")

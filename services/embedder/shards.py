@@ -1,0 +1,128 @@
+"""Shard files of an embedding run in the artifact store, and the snapshot read shard by shard.
+
+Layout under the run's prefix (see contracts.embed): `embeddings/shard-00000.npy`
+(float32 [docs_in_shard, d]) and `chunks/shard-00000.npz` (CHUNK_ARRAYS). A shard whose
+two files both exist, with the expected shape, is complete; `.tmp-*` leftovers of a
+killed writer are never listed by the store, so they are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from artifacts import ArtifactStore
+from contracts.artifacts import ArtifactInfo
+from services.embedder.encoder import Embedded
+from services.embedder.errors import EmbedderInputError
+
+
+class ShardStats(NamedTuple):
+    """What a finished shard holds, read back from its files or taken from the computation."""
+
+    embeddings: ArtifactInfo
+    chunks: ArtifactInfo
+    n_chunks: np.ndarray  # int64 [docs_in_shard]: chunks per document
+    n_tokens: int  # tokens fed to the model, specials included
+
+
+def shard_keys(prefix: str, index: int) -> tuple[str, str]:
+    """Store keys of shard `index`: (embeddings .npy, chunks .npz)."""
+    base = prefix.rstrip("/")
+    return f"{base}/embeddings/shard-{index:05d}.npy", f"{base}/chunks/shard-{index:05d}.npz"
+
+
+def write_shard(store: ArtifactStore, prefix: str, index: int, first_position: int, emb: Embedded) -> ShardStats:
+    """Write the chunks file, then the embeddings file, each atomically."""
+    emb_key, chunk_key = shard_keys(prefix, index)
+    buf = io.BytesIO()
+    np.savez(
+        buf,
+        vectors=emb.chunks.vectors.astype(np.float16),
+        position=(emb.chunks.doc + first_position).astype(np.int64),
+        token_start=emb.chunks.token_start, token_end=emb.chunks.token_end,
+        char_start=emb.chunks.char_start, char_end=emb.chunks.char_end,
+    )
+    chunk_info = store.write_bytes(chunk_key, buf.getvalue(), kind="embedding-chunks")
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(emb.vectors, dtype=np.float32))
+    emb_info = store.write_bytes(emb_key, buf.getvalue(), kind="embeddings")
+    return ShardStats(emb_info, chunk_info, emb.n_chunks, int(emb.n_tokens.sum()))
+
+
+def read_shard_stats(
+    store: ArtifactStore, prefix: str, index: int, *, first_position: int, n_docs: int, dim: int,
+    n_special: int,
+) -> ShardStats | None:
+    """The stats of a complete shard, or None when it is missing or not of the expected shape."""
+    emb_key, chunk_key = shard_keys(prefix, index)
+    if not (store.exists(emb_key) and store.exists(chunk_key)):
+        return None
+    try:
+        emb_bytes, chunk_bytes = store.read_bytes(emb_key), store.read_bytes(chunk_key)
+        vectors = np.load(io.BytesIO(emb_bytes))
+        with np.load(io.BytesIO(chunk_bytes)) as z:
+            position, start, end = z["position"], z["token_start"], z["token_end"]
+    except (ValueError, OSError, KeyError):
+        return None
+    if vectors.shape != (n_docs, dim) or vectors.dtype != np.float32:
+        return None
+    n_chunks = np.bincount(position - first_position, minlength=n_docs).astype(np.int64)
+    if len(n_chunks) != n_docs or (n_chunks == 0).any():
+        return None
+    n_tokens = int((end.astype(np.int64) - start).sum()) + n_special * len(position)
+    return ShardStats(
+        _info(store, emb_key, emb_bytes, "embeddings"), _info(store, chunk_key, chunk_bytes, "embedding-chunks"),
+        n_chunks, n_tokens,
+    )
+
+
+def _info(store: ArtifactStore, key: str, data: bytes, kind: str) -> ArtifactInfo:
+    return ArtifactInfo(uri=store.uri(key), size=len(data), sha256=hashlib.sha256(data).hexdigest(), kind=kind)
+
+
+def snapshot_rows(store: ArtifactStore, snapshot_uri: str) -> int:
+    """Documents in the snapshot, from the Parquet footer (no data read)."""
+    if not store.exists(snapshot_uri):
+        raise EmbedderInputError(f"dataset snapshot {snapshot_uri!r} does not exist")
+    with store.open(snapshot_uri) as f:
+        return int(pq.ParquetFile(f).metadata.num_rows)
+
+
+def iter_snapshot_shards(
+    store: ArtifactStore, snapshot_uri: str, shard_size: int
+) -> Iterator[tuple[int, list[str]]]:
+    """(first position, texts) per shard of `shard_size` documents, in position order.
+
+    Reads record batches (never the whole file) and checks that `position` runs 0..N-1,
+    since shard i must be exactly documents [i*S, (i+1)*S).
+    """
+    with store.open(snapshot_uri) as f:
+        parquet = pq.ParquetFile(f)
+        pending: list[str] = []
+        first = expected = 0
+        for batch in parquet.iter_batches(batch_size=min(shard_size, 65536), columns=["position", "text"]):
+            positions = batch.column("position").to_numpy()
+            if len(positions) and not np.array_equal(positions, np.arange(expected, expected + len(positions))):
+                raise EmbedderInputError(
+                    f"snapshot {snapshot_uri!r}: column 'position' is not 0..N-1 in row order near row {expected}"
+                )
+            expected += len(positions)
+            pending.extend(_texts(batch.column("text")))
+            while len(pending) >= shard_size:
+                yield first, pending[:shard_size]
+                pending = pending[shard_size:]
+                first += shard_size
+        if pending:
+            yield first, pending
+
+
+def _texts(column: pa.Array) -> list[str]:
+    """Python strings, a null text read as empty."""
+    return ["" if t is None else t for t in column.to_pylist()]

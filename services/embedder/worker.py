@@ -1,0 +1,96 @@
+"""The embedder's arq worker on the `embedder` queue: `embed_run` jobs. Jobs only.
+
+Run with `arq services.embedder.worker.WorkerSettings`. Payloads and results are JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from typing import Any
+
+from arq.connections import RedisSettings
+
+from artifacts import ArtifactStore
+from contracts.embed import EmbedJobPayload
+from contracts.jobs import Progress
+from services.embedder.config import get_settings
+from services.embedder.encoder import configure_threads
+from services.embedder.models import ModelCache
+from services.embedder.runs import run_embedding
+
+log = logging.getLogger(__name__)
+PROGRESS_TTL_S = 24 * 3600
+
+
+def progress_key(job_id: str) -> str:
+    return f"prisma:progress:{job_id}"
+
+
+def json_dumps(obj: Any) -> bytes:
+    """arq's serializer: JSON, never pickle (exceptions in results become their str)."""
+    return json.dumps(obj, default=str).encode()
+
+
+def json_loads(data: bytes) -> Any:
+    return json.loads(data)
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    """Load the default model once; later models join the same cache, keyed by (path, device)."""
+    settings = get_settings()
+    configure_threads(settings.threads)
+    models = ModelCache(device=settings.device, precision=settings.precision,
+                        default_model=settings.default_model)
+    await asyncio.to_thread(models.get, None)
+    ctx.update(settings=settings, models=models, store=ArtifactStore(settings.artifact_root))
+
+
+async def embed_run(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """Embed a dataset snapshot into shards (resuming a killed run); returns EmbedJobResult as JSON."""
+    job = EmbedJobPayload.model_validate(payload)
+    loop = asyncio.get_running_loop()
+    key, redis = progress_key(ctx["job_id"]), ctx["redis"]
+    stop = threading.Event()
+
+    def on_progress(progress: Progress) -> None:  # called from the run's thread
+        future = asyncio.run_coroutine_threadsafe(
+            redis.set(key, progress.model_dump_json(), ex=PROGRESS_TTL_S), loop
+        )
+        future.add_done_callback(_log_failure)
+
+    try:
+        result = await asyncio.to_thread(
+            run_embedding, job, ctx["store"], settings=ctx["settings"], on_progress=on_progress,
+            should_stop=stop.is_set, models=ctx["models"],
+        )
+    except asyncio.CancelledError:  # aborted or timed out: let the thread stop at its next batch
+        stop.set()
+        raise
+    final = Progress(done=result.n_documents, total=result.n_documents, unit="documents",
+                     rate=result.docs_per_s or None, eta_seconds=0.0, message="done")
+    await redis.set(key, final.model_dump_json(), ex=PROGRESS_TTL_S)
+    log.info("embedding run %s: %d documents, %d shards computed, %d reused", job.run_id,
+             result.n_documents, result.shards_computed, result.shards_reused)
+    return result.model_dump(mode="json")
+
+
+def _log_failure(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("progress not published: %s", future.exception())
+
+
+class WorkerSettings:
+    """arq settings; one job at a time (a run already uses every core or the GPU)."""
+
+    queue_name = "embedder"
+    functions = [embed_run]
+    on_startup = startup
+    redis_settings = RedisSettings.from_dsn(get_settings().redis_url)
+    job_serializer = json_dumps
+    job_deserializer = json_loads
+    max_jobs = 1
+    job_timeout = 24 * 3600
+    allow_abort_jobs = True
