@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import calendar
 import csv
+import functools
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ class _Condition:
     ages: tuple[int, int, int]  # (min, mode, max) age in months of an active episode
     season: tuple[int, ...]  # calendar months of its epidemic season; () for none
     settings: tuple[float, float, float]  # P(setting) in SETTINGS order
-    system: str  # organ system whose normal findings its own signs replace
+    system: str  # organ systems (space-separated) whose normal findings its signs replace
     fever: float  # probability of fever when active
     distress: float  # 0..1 respiratory distress when active: lowers SpO2, raises FR
     symptoms: tuple[str, ...]
@@ -164,7 +165,7 @@ CONDITIONS: tuple[_Condition, ...] = (
         "gastroenteritis", (("gastroenterite acuta", "f"), ("GEA", "f"),
                             ("gastroenterite", "f")),
         0.09, (0.45, 0.25, 0.17, 0.13), (3, 24, 120), (12, 1, 2, 3, 4), (0.5, 0.35, 0.15),
-        "abd", 0.4, 0.0,
+        "abd hydration", 0.4, 0.0,
         symptoms=("vomito", "vomiti ripetuti", "diarrea", "scariche liquide ({count} nelle "
                   "ultime 24 ore)", "dolore addominale crampiforme", "inappetenza",
                   "febbricola", "riduzione della diuresi", "nausea", "feci acquose"),
@@ -246,7 +247,7 @@ CONDITIONS: tuple[_Condition, ...] = (
         "pharyngitis", (("faringotonsillite", "f"), ("faringotonsillite streptococcica", "f"),
                         ("tonsillite acuta", "f")),
         0.08, (0.45, 0.25, 0.17, 0.13), (36, 72, 168), (11, 12, 1, 2, 3, 4), (0.4, 0.55, 0.05),
-        "throat", 0.85, 0.0,
+        "throat lymph", 0.85, 0.0,
         symptoms=("mal di gola", "odinofagia", "febbre elevata", "disfagia", "cefalea",
                   "dolore addominale", "alitosi", "rifiuto del cibo"),
         signs=("tonsille ipertrofiche con essudato biancastro", "faringe iperemico con "
@@ -269,7 +270,7 @@ CONDITIONS: tuple[_Condition, ...] = (
     _Condition(
         "uti", (("infezione delle vie urinarie", "f"), ("IVU", "f"),
                 ("pielonefrite acuta", "f")),
-        0.06, (0.45, 0.25, 0.17, 0.13), (1, 12, 144), (), (0.5, 0.25, 0.25), "urine", 0.85, 0.0,
+        0.06, (0.45, 0.25, 0.17, 0.13), (1, 12, 144), (), (0.5, 0.25, 0.25), "urine abd", 0.85, 0.0,
         symptoms=("febbre elevata", "disuria", "pollachiuria", "urine maleodoranti",
                   "dolore addominale", "vomito", "irritabilità", "pianto alla minzione",
                   "enuresi secondaria"),
@@ -294,7 +295,7 @@ CONDITIONS: tuple[_Condition, ...] = (
         "croup", (("laringite acuta", "f"), ("laringotracheite", "f"),
                   ("laringite ipoglottica", "f"), ("croup", "m")),
         0.05, (0.45, 0.25, 0.17, 0.13), (6, 24, 72), (10, 11, 12, 1, 2, 3), (0.8, 0.1, 0.1),
-        "airway", 0.35, 0.3,
+        "airway resp", 0.35, 0.3,
         symptoms=("tosse abbaiante", "raucedine", "stridore inspiratorio", "disfonia",
                   "tosse metallica a esordio notturno", "febbricola", "rinorrea",
                   "agitazione notturna"),
@@ -316,7 +317,7 @@ CONDITIONS: tuple[_Condition, ...] = (
     _Condition(
         "varicella", (("varicella", "f"),),
         0.04, (0.45, 0.25, 0.17, 0.13), (12, 48, 120), (2, 3, 4, 5, 6), (0.2, 0.75, 0.05),
-        "skin", 0.5, 0.0,
+        "skin throat", 0.5, 0.0,
         symptoms=("esantema pruriginoso", "vescicole al tronco", "febbricola", "prurito",
                   "inappetenza", "lesioni cutanee a diversa evoluzione"),
         signs=("esantema maculo-papulo-vescicolare a diverso stadio evolutivo", "vescicole su "
@@ -380,7 +381,7 @@ CONDITIONS: tuple[_Condition, ...] = (
     _Condition(
         "fever_no_source", (("febbre senza focolaio", "f"),
                             ("febbre senza segni di localizzazione", "f")),
-        0.04, (0.7, 0.3, 0.0, 0.0), (1, 10, 36), (), (0.6, 0.25, 0.15), "none", 1.0, 0.0,
+        0.04, (0.7, 0.3, 0.0, 0.0), (1, 10, 36), (), (0.6, 0.25, 0.15), "throat skin", 1.0, 0.0,
         symptoms=("febbre elevata (TC max {tmax} °C)", "iperpiressia", "irritabilità",
                   "ridotta alimentazione", "sonnolenza durante i picchi febbrili",
                   "febbre da {days} giorni ben tollerata"),
@@ -429,7 +430,7 @@ _SENTENCE = {
     "confirmed": (
         "Quadro clinico compatibile con {c}.", "Si conferma la diagnosi di {c}.",
         "Il quadro clinico depone per {c}.", "Si pone diagnosi di {c}.", "{C} confermat{x}.",
-        "Quadro compatibile con {c} in atto.", "Il quadro è quello di una {c} tipica.",
+        "Quadro compatibile con {c} in atto.", "Quadro tipico di {c}.",
         "Diagnosi confermata di {c}.", "Il pz presenta {c}.", "Dimess{o} con diagnosi di {c}.",
     ),
     "suspected": (
@@ -449,7 +450,7 @@ _SENTENCE = {
         "Pregress{x} {c}.", "In anamnesi {c} a {ep}.", "Episodio di {c} a {ep}.",
         "Riferito ricovero per {c} a {ep}, risolt{x} senza esiti.", "Storia di {c} (a {ep}).",
         "Precedente episodio di {c} a {ep}, guarit{x}.", "Nel {year} {c}, trattat{x} a "
-        "domicilio.", "Ha avuto {c} all'età di {ep}.", "Controllo a distanza dopo {c} a {ep}.",
+        "domicilio.", "Ha avuto {c} all'età di {ep}.", "Visto in passato per {c} a {ep}, risolt{x}.",
     ),
 }
 _BARE = {  # what follows a "Diagnosi:" header
@@ -494,7 +495,8 @@ _NORMAL = {
                "cavo orale indenne"),
     "abd": ("addome piano, trattabile, non dolente", "addome trattabile, organi ipocondriaci "
             "nei limiti", "peristalsi presente"),
-    "skin": ("cute rosea, integra", "non esantemi", "cute e mucose ben idratate"),
+    "skin": ("cute rosea, integra", "non esantemi", "cute indenne"),
+    "hydration": ("cute e mucose ben idratate", "mucose umide", "ben idratat{o}"),
     "eye": ("congiuntive rosee", "occhi nella norma"),
     "neuro": ("non segni meningei", "non deficit neurologici focali",
               "fontanella anteriore normotesa"),
@@ -504,7 +506,7 @@ _NORMAL = {
     "lymph": ("linfonodi laterocervicali non aumentati di volume", "non linfoadenomegalie"),
 }
 _GENERAL = ("Condizioni generali buone", "CG discrete", "Buone condizioni generali",
-            "Vigile, reattiv{o}, ben idratat{o}", "Pz vigile e reattiv{o}", "Colorito roseo",
+            "Vigile, reattiv{o}", "Pz vigile e reattiv{o}", "Colorito roseo",
             "Colorito lievemente pallido", "Sensorio integro", "Condizioni generali discrete, "
             "lievemente sofferente", "Si presenta vigile, collaborante per l'età")
 _OTHER_VISITS = (  # unlabelled reason and conclusion of a visit, used when the primary is history
@@ -544,6 +546,7 @@ class _Draft:
     age: int
     setting: str
     profile: str  # short | medium | long | very_long
+    style: str  # headed | inline | narrative
     typo_rate: float
     primary: _Mention
     secondaries: list[_Mention]
@@ -556,8 +559,31 @@ class _Draft:
             text = _typos(text, self.typo_rate, self.rng)
         self.sections.setdefault(section, []).append(text)
 
+    def pick(self, pool: Sequence[str], k: int) -> list[str]:
+        """Up to k distinct phrases from the pool that suit the child's age."""
+        fitting = [t for t in pool if _suits_age(t, self.age)]
+        return self.rng.sample(fitting, min(k, len(fitting)))
+
     def mention(self, section: str, m: _Mention, pool: Sequence[str]) -> None:
-        self.add(section, _mention_text(self.rng.choice(pool), m, self.ctx), filler=False)
+        ctx = {**self.ctx, **_episode_ctx(self, m)} if m.status == "history" else self.ctx
+        self.add(section, _mention_text(self.rng.choice(pool), m, ctx), filler=False)
+
+
+_AGE_BOUND_WORDS = (("poppat", 0, 18), ("nido", 0, 36), ("pannolin", 0, 36),
+                    ("scuola dell'infanzia", 30, 72), ("fontanella", 0, 18), ("lattante", 0, 12),
+                    ("scuola", 36, 999), ("sport", 60, 999))
+
+
+@functools.cache
+def _age_bounds(text: str) -> tuple[int, int]:
+    """Ages in months [lo, hi) at which a phrase makes sense ("poppate" only for infants)."""
+    bounds = [(lo, hi) for word, lo, hi in _AGE_BOUND_WORDS if word in text]
+    return max((lo for lo, _ in bounds), default=0), min((hi for _, hi in bounds), default=999)
+
+
+def _suits_age(text: str, age: int) -> bool:
+    lo, hi = _age_bounds(text)
+    return lo <= age < hi
 
 
 def _fill(template: str, ctx: dict[str, str]) -> str:
@@ -617,7 +643,7 @@ def _context(sex: str, age: int, kg: float, rng: random.Random) -> dict[str, str
     """Per-note values that phrase templates fill in (doses scale with weight)."""
     ctx = {"_sep": "," if rng.random() < 0.7 else ".", "o": "o" if sex == "M" else "a"}
     ctx.update(
-        side=rng.choice(("dx", "sx", "destra", "sinistra")), days=str(rng.randint(1, 5)),
+        side=rng.choice(("dx", "sx", "destra", "sinistra")), days=str(rng.randint(2, 5)),
         hours=str(rng.choice((6, 12, 24, 36, 48))), count=str(rng.randint(3, 10)),
         abx=str(rng.choice((5, 7, 10))), kg=_dec(kg, ctx), o2=_dec(rng.choice((0.5, 1, 1.5, 2)),
                                                                     ctx),
@@ -631,7 +657,7 @@ def _context(sex: str, age: int, kg: float, rng: random.Random) -> dict[str, str
         scorad=str(rng.randint(15, 60)), ige=str(rng.randint(150, 2400)),
         westley=str(rng.randint(1, 6)), minutes=str(rng.randint(1, 10)),
         tmax=_dec(rng.uniform(38.3, 40.4), ctx),
-        gen=rng.choice(("la madre", "il padre", "i genitori", "la nonna", "entrambi i genitori")),
+        gen=rng.choice(("la madre", "il padre", "la mamma", "la nonna", "il papà")),
         bimbo=_child_word(sex, age, rng), age=_age_text(age, rng),
     )
     return ctx
@@ -719,5 +745,578 @@ def _active(draft: _Draft) -> list[_Mention]:
                                                                           "suspected")]
 
 
-def _pick(rng: random.Random, pool: Sequence[str], k: int) -> list[str]:
-    return rng.sample(list(pool), min(k, len(pool)))
+def _join(items: Sequence[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " e " + items[-1]
+
+
+_DURATION = ("da {days} giorni", "da ieri", "dalla notte", "da circa {hours} ore",
+             "da {days} gg", "insorti {days} giorni fa", "")
+_REASON = {
+    "pronto soccorso": ("Giunge in PS per {sx} {dur}.", "Accede in PS con {gen} "
+                        "per {sx} {dur}.", "Accesso in PS per {sx}.", "Triage: codice {code}. "
+                        "{sx} {dur}.", "{bimbo} di {age} condott{o} in PS per {sx} {dur}."),
+    "ambulatorio": ("Visita ambulatoriale per {sx} {dur}.", "Condott{o} in ambulatorio da {gen} "
+                    "per {sx}.", "{gen} riferisce {sx} {dur}.", "{bimbo} di {age}, visitat{o} "
+                    "per {sx} {dur}."),
+    "reparto": ("Ricoverat{o} per {sx} {dur}.", "Giunge in reparto dal PS per {sx}.",
+                "Trasferit{o} dal PS per {sx} e necessità di monitoraggio.", "{bimbo} di {age} "
+                "ricoverat{o} per {sx} {dur}."),
+}
+_INTRO = ("{bimbo} di {age}.", "Età: {age}.", "{bimbo}, {age}.", "Pz di {age}.")
+
+
+def _reason(d: _Draft) -> None:
+    rng, p = d.rng, d.primary
+    if p.status == "history":
+        sx = d.ctx["other_reason"]
+    else:
+        sx = _join(d.pick(p.cond.symptoms, rng.choice((1, 2, 2, 3))))
+    template = rng.choice(_REASON[d.setting] + ("{sx} {dur}.",))
+    dur = _fill(rng.choice(_DURATION), d.ctx) if p.status != "history" else ""
+    code = rng.choice(("verde", "verde", "giallo", "bianco", "azzurro"))
+    sentence = template.format_map({**d.ctx, "sx": sx, "dur": dur, "code": code})
+    sentence = sentence.replace(" .", ".").replace("  ", " ").replace(". " + sx, ". " + _cap(sx))
+    if "{age}" not in template and rng.random() < 0.4:
+        d.add("reason", rng.choice(_INTRO))
+    d.add("reason", sentence)
+    if p.status != "history" and rng.random() < 0.25:
+        d.mention("reason", p, _REFERRAL)
+
+
+_TIMELINE = ("Da {days} giorni {s1}, successivamente {s2}.", "Esordio con {s1}, poi {s2}.",
+             "Ieri comparsa di {s1}.", "Nella notte peggioramento con {s1}.", "{gen} riferisce {s1} "
+             "da alcuni giorni.", "Da {days} gg {s1} ingravescente.", "{s1} da {days} giorni, "
+             "con {s2}.")
+_HOME = ("Febbre max {tmax} °C.", "Non febbre.", "Alimentazione ridotta (circa metà dei pasti).",
+         "Alimentazione conservata.", "Diuresi conservata.", "Diuresi ridotta ({count} pannolini "
+         "nelle ultime 24 ore).", "A domicilio paracetamolo con parziale beneficio.",
+         "Già in terapia con lavaggi nasali.", "Frequenta il nido.", "Frequenta la scuola "
+         "dell'infanzia.", "Fratello con sintomi simili.", "Contatti con familiari con sintomi "
+         "respiratori.", "Non viaggi recenti.", "Alvo regolare.", "Sonno disturbato.",
+         "Nessun farmaco assunto prima dell'accesso.")
+_REMOTE = ("APR: negativa.", "APR: muta.", "APR: nulla di rilevante.", "Anamnesi patologica "
+           "remota negativa.", "Non patologie di rilievo in anamnesi.")
+_REMOTE_EXTRA = ("Ricovero neonatale per ittero trattato con fototerapia.", "Frequenti IVAS nel "
+                 "periodo invernale.", "Intervento di adenoidectomia.", "Frattura "
+                 "dell'avambraccio trattata con gesso.", "Reflusso gastroesofageo nei primi mesi, "
+                 "risolto.")
+_FAMILY = ("AF: negativa.", "AF: madre con rinite allergica.", "AF: padre con allergia ai "
+           "pollini.", "Familiarità per atopia.", "Genitori sani, non consanguinei.",
+           "Fumo passivo: padre fumatore.", "Non fumatori in casa.", "Un fratello maggiore sano.",
+           "Nonno materno diabetico.")
+_ALLERGY = ("Allergie: nessuna nota.", "Non allergie note.", "Nega allergie a farmaci.")
+
+
+def _history(d: _Draft) -> None:
+    rng, p, depth = d.rng, d.primary, _DEPTH[d.profile]
+    if p.status != "history" and rng.random() < 0.35 + 0.3 * depth:
+        for template in d.pick(_TIMELINE, 1 + (depth >= 2)):
+            s1, s2 = d.pick(p.cond.symptoms, 2)
+            d.add("history", template.replace("{s1}", s1).replace("{s2}", s2))
+        for template in d.pick(_HOME, rng.randint(0, depth + 1)):
+            d.add("history", template)
+    if depth >= 2 and rng.random() < 0.7:
+        _physiological(d)
+    if depth >= 2 and rng.random() < 0.6:
+        for template in d.pick(_FAMILY, rng.randint(1, 2)):
+            d.add("history", template)
+    past = [m for m in [p, *d.secondaries] if m.status == "history"]
+    rng.shuffle(past)
+    for m in past:
+        d.mention("history", m, _SENTENCE["history"])
+    if not past and rng.random() < 0.2 + 0.25 * depth:
+        d.add("history", rng.choice(_REMOTE))
+    if depth >= 2 and rng.random() < 0.3:
+        d.add("history", rng.choice(_REMOTE_EXTRA))
+    if depth >= 1 and rng.random() < 0.35:
+        d.add("history", rng.choice(_ALLERGY))
+
+
+def _physiological(d: _Draft) -> None:
+    rng = d.rng
+    sentences = [
+        f"Nat{{o}} a termine (EG {rng.randint(37, 41)} sett.) da parto "
+        f"{rng.choice(('eutocico', 'cesareo', 'spontaneo', 'cesareo elettivo'))}, "
+        f"PN {rng.randint(2600, 4200)} g.",
+        rng.choice(("Periodo neonatale regolare.", "Periodo perinatale nella norma.",
+                    "Apgar 9/10.")),
+        f"Allattamento {rng.choice(('materno esclusivo', 'artificiale', 'misto'))}.",
+        rng.choice(("Vaccinazioni in regola.", "Vaccinazioni eseguite secondo calendario.",
+                    "Vaccinazioni in corso secondo calendario.")),
+        rng.choice(("Sviluppo psicomotorio regolare.", "Tappe dello sviluppo nella norma.")),
+        f"Accrescimento regolare lungo il {rng.choice((10, 25, 50, 75, 90))}° percentile.",
+    ]
+    if d.age > 8:
+        sentences.append(f"Svezzamento iniziato a {rng.randint(4, 7)} mesi.")
+    for sentence in d.pick(sentences, rng.randint(2, len(sentences))):
+        d.add("history", sentence)
+
+
+_DEPTH = {"short": 0, "medium": 1, "long": 2, "very_long": 3}
+
+
+def _exam(d: _Draft) -> None:
+    rng, depth = d.rng, _DEPTH[d.profile]
+    findings: list[str] = []
+    owned = {s for m in _active(d) for s in m.cond.system.split()}
+    if d.primary.status in ("confirmed", "suspected"):
+        findings += d.pick(d.primary.cond.signs, rng.randint(1, 2) + min(depth, 2))
+    for m in d.secondaries:
+        if m.status == "confirmed" or (m.status == "suspected" and rng.random() < 0.5):
+            findings += d.pick(m.cond.signs, 1)
+    systems = [s for s in _NORMAL if s not in owned]
+    for system in d.pick(systems, rng.randint(1, 2) + depth):
+        normal = [f for f in _NORMAL[system] if d.age < 18 or "fontanella" not in f]
+        findings.append(rng.choice(normal))
+    rng.shuffle(findings)
+    d.add("exam", rng.choice(_GENERAL) + ".")
+    while findings:
+        k = rng.randint(1, 3)
+        d.add("exam", ", ".join(findings[:k]) + ".")
+        findings = findings[k:]
+
+
+def _vital_signs(d: _Draft, fever: float, distress: float) -> list[str]:
+    rng, age = d.rng, d.age
+    hr0, rr0 = ((130, 38) if age < 12 else (115, 30) if age < 36 else (100, 24) if age < 96
+                else (88, 19))
+    febrile = rng.random() < fever
+    tc = rng.uniform(38.0, 40.2) if febrile else rng.uniform(36.1, 37.4)
+    hr = round(hr0 + rng.gauss(0, 8) + max(0.0, tc - 37.0) * 10 + distress * rng.uniform(0, 25))
+    rr = round(rr0 + rng.gauss(0, 3) + distress * rng.uniform(4, 22))
+    spo2 = max(86, min(100, 100 - rng.randint(0, 3) - round(distress * rng.uniform(0, 8))))
+    kg = d.ctx["kg"]
+    items = [
+        (0.9, rng.choice(("FC {} bpm", "FC {}/min", "FC: {}", "FC {}")).format(hr)),
+        (0.8, rng.choice(("FR {} atti/min", "FR {}/min", "FR: {}", "FR {} apm")).format(rr)),
+        (0.85, rng.choice(("SpO2 {}% in aa", "SpO2 {}% in a.a.", "Sat O2 {}%",
+                           "SatO2 {}% in aria ambiente", "SpO2: {}%")).format(spo2)),
+        (0.85, rng.choice(("TC {} °C", "TC {}°", "T {} °C", "TC ascellare {} °C",
+                           "temp. {} °C")).format(_dec(tc, d.ctx))),
+        (0.6, rng.choice(("peso {} kg", "P {} kg", "peso: {} kg")).format(kg)),
+        (0.3 if age >= 36 else 0.0, f"PA {rng.randint(90, 120)}/{rng.randint(50, 75)} mmHg"),
+        (0.2, rng.choice(("refill < 2 sec", "CRT < 2\""))),
+    ]
+    chosen = [text for p, text in items if rng.random() < p]
+    if rng.random() < 0.2:
+        rng.shuffle(chosen)
+    return chosen or [f"SpO2 {spo2}% in aa"]
+
+
+def _vitals(d: _Draft) -> None:
+    p = d.primary
+    active = _active(d)
+    fever = max([m.cond.fever for m in active], default=0.1)
+    distress = max([m.cond.distress for m in active], default=0.0)
+    if p.status == "excluded":
+        fever, distress = max(fever, p.cond.fever * 0.5), max(distress, 0.1)
+    sep = d.rng.choice((", ", " - ", "; ", ", ", "  "))
+    d.add("vitals", sep.join(_vital_signs(d, fever, distress)).rstrip(".") + ".", filler=False)
+
+
+_LABS = ("Emocromo: GB {gb}/mmc, N {neu}%, Hb {hb} g/dl, PLT {plt}.000/mmc.", "PCR {pcr} mg/dl.",
+         "PCT {pct} ng/ml.", "Glicemia {glu} mg/dl.", "Elettroliti nella norma.",
+         "Emocromo e PCR nei limiti.", "Funzionalità renale nella norma.")
+
+
+def _labs(d: _Draft) -> dict[str, str]:
+    rng, ctx = d.rng, d.ctx
+    bacterial = any(m.cond.key in ("pneumonia", "uti", "pharyngitis") for m in _active(d))
+    pcr = rng.uniform(1.5, 18.0) if bacterial else rng.uniform(0.1, 2.5)
+    return {"gb": _thousands(rng.randint(60, 250) * 100), "neu": str(rng.randint(30, 85)),
+            "hb": _dec(rng.uniform(10.5, 13.8), ctx), "plt": str(rng.randint(180, 520)),
+            "pcr": _dec(pcr, ctx, 2 if pcr < 1 else 1),
+            "pct": _dec(rng.uniform(0.05, 3.0 if bacterial else 0.4), ctx, 2),
+            "glu": str(rng.randint(70, 110))}
+
+
+def _tests(d: _Draft) -> None:
+    rng, p, depth = d.rng, d.primary, _DEPTH[d.profile]
+    pool = {"confirmed": p.cond.proof, "suspected": p.cond.pending,
+            "excluded": p.cond.negative}.get(p.status, ())
+    chance = 0.85 if p.status == "excluded" else 0.3 + 0.15 * depth
+    if pool and rng.random() < chance:
+        d.add("tests", rng.choice(pool), filler=False)
+    for m in d.secondaries:
+        if m.status == "confirmed" and m.cond.proof and rng.random() < 0.4:
+            d.add("tests", rng.choice(m.cond.proof), filler=False)
+    if rng.random() < 0.1 + 0.2 * depth:
+        labs = _labs(d)
+        for template in d.pick(_LABS, rng.randint(1, 3)):
+            d.add("tests", template.format_map(labs), filler=False)
+
+
+_DAY = ("In {k}a giornata", "G{k}", "{k}° giorno di ricovero", "Giornata {k}", "Giorno {k}")
+_WARD = ("alimentazione in ripresa", "apiretic{o} da 24 ore", "diuresi valida",
+         "notte tranquilla", "parametri stabili", "proseguita la terapia in atto",
+         "genitori informati sull'andamento clinico", "picco febbrile trattato con paracetamolo",
+         "peso stabile", "buona tolleranza dell'alimentazione per os", "lieve peggioramento nel "
+         "pomeriggio, poi stabile", "rimosso accesso venoso", "condizioni generali buone",
+         "sonno regolare", "colorito roseo", "obiettività invariata", "alvo regolare",
+         "buona reattività", "sospesa idratazione ev", "giro visita senza novità")
+_WARD_RESP = ("progressivo miglioramento della dinamica respiratoria", "sospesa O2 terapia",
+              "eseguiti lavaggi nasali e aspirazione", "riduzione del fabbisogno di ossigeno",
+              "SpO2 stabile in aria ambiente durante il sonno", "tosse in riduzione")
+_WARD_OWN = ("persiste {symptom}", "{sign} in riduzione", "proseguita {therapy}",
+             "ancora presente {symptom}", "non più {sign}")
+_HOME_DAY = ("Il giorno {k}", "In {k}a giornata di malattia", "Al {k}° giorno", "Nella {k}a "
+             "giornata")
+_HOME_EVENT = ("comparsa di {s}", "persistenza di {s}", "peggioramento di {s}",
+               "lieve miglioramento di {s}", "{s} soprattutto la notte")
+_HOME_EXTRA = ("febbre max {tmax} °C", "somministrato paracetamolo con beneficio",
+               "contattato telefonicamente il PLS", "visitat{o} dal PLS che ha consigliato "
+               "osservazione", "alimentazione ridotta", "sonno disturbato", "diuresi conservata",
+               "alvo regolare", "nessun contatto noto con malati", "il fratello maggiore aveva "
+               "sintomi simili", "assunto ibuprofene una volta", "non vomito", "buona "
+               "reattività tra gli episodi", "{gen} riferisce pianto frequente",
+               "assunte circa metà delle poppate", "rientro anticipato dal nido")
+
+
+def _ward_events(d: _Draft, k: int) -> list[str]:
+    rng, cond = d.rng, d.primary.cond
+    pool = list(_WARD)
+    if "resp" in cond.system or "airway" in cond.system:
+        pool += _WARD_RESP
+    events = d.pick(pool, rng.randint(1, 3 if k > 1 else 2))
+    if d.primary.status in ("confirmed", "suspected") and rng.random() < 0.7:
+        own = rng.choice(_WARD_OWN).format(symptom=rng.choice(cond.symptoms),
+                                           sign=rng.choice(cond.signs),
+                                           therapy=rng.choice(cond.therapy))
+        events.insert(rng.randint(0, len(events)), own)
+    return events
+
+
+def _ward_day(d: _Draft, k: int) -> None:
+    rng = d.rng
+    vitals = [v.rstrip(".") for v in d.pick(_vital_signs(d, 0.2, 0.2), 2)]
+    if d.setting == "reparto":
+        label = rng.choice(_DAY).format(k=k)
+    elif d.setting == "pronto soccorso":
+        label = f"Rivalutazione dopo {k * 2} ore"
+    else:
+        label = f"Controllo a {k * 2} giorni"
+    d.add("course", f"{label}: {', '.join(_ward_events(d, k))}; {', '.join(vitals)}.")
+
+
+def _home_days(d: _Draft, days: int) -> list[str]:
+    rng, lines = d.rng, []
+    for k in range(1, days + 1):
+        event = rng.choice(_HOME_EVENT).replace("{s}", rng.choice(d.primary.cond.symptoms))
+        extra = ", ".join(d.pick(_HOME_EXTRA, rng.randint(1, 3)))
+        lines.append(f"{rng.choice(_HOME_DAY).format(k=k)} {event}; {extra}.")
+    return lines
+
+
+def _course(d: _Draft) -> None:
+    rng, depth = d.rng, _DEPTH[d.profile]
+    if d.setting == "reparto" and rng.random() < 0.3 * depth:
+        for k in range(1, rng.randint(2, 4)):
+            _ward_day(d, k)
+    elif d.setting == "pronto soccorso" and rng.random() < 0.1 + 0.1 * depth:
+        _ward_day(d, 1)
+
+
+_ALTERNATIVE = ("Quadro di {alt}.", "Diagnosi finale: {alt}.", "Si tratta di {alt}.",
+                "Conclusione: {alt}.", "Il quadro è riferibile a {alt}.")
+
+
+def _primary_diagnosis(d: _Draft) -> None:
+    rng, p = d.rng, d.primary
+    if p.status == "history":
+        d.add("diagnosis", d.ctx["other_conclusion"])
+        return
+    if rng.random() < 0.5 and p.status in _BARE:
+        bare = _mention_text(rng.choice(_BARE[p.status]), p, d.ctx)
+        labelled = [t for t in _LABELLED if "dimissione" not in t or d.setting == "reparto"]
+        template = "{b}." if d.style != "narrative" else rng.choice(labelled)
+        d.add("diagnosis", template.replace("{b}", bare).replace("?.", "?"), filler=False)
+    else:
+        d.mention("diagnosis", p, _SENTENCE[p.status])
+    if p.status == "excluded":
+        alt = rng.choice(p.cond.alternatives)
+        d.add("diagnosis", rng.choice(_ALTERNATIVE).replace("{alt}", alt))
+
+
+def _diagnosis(d: _Draft) -> None:
+    rng = d.rng
+    _primary_diagnosis(d)
+    for m in d.secondaries:
+        if m.status in _SECONDARY_ACTIVE:
+            d.mention("diagnosis", m, _SECONDARY_ACTIVE[m.status] + _SENTENCE[m.status])
+        elif m.status == "excluded":
+            where = rng.choice(("diagnosis", "diagnosis", "tests", "exam"))
+            if m.cond.negative and rng.random() < 0.5:
+                d.add(where, rng.choice(m.cond.negative), filler=False)
+            d.mention(where, m, _SENTENCE["excluded"])
+
+
+_SYMPTOMATIC = ("paracetamolo {pcm} mg al bisogno", "lavaggi nasali con soluzione fisiologica",
+                "ibuprofene {ibu} mg al bisogno")
+_THERAPY = ("Si imposta terapia con {list}.", "{list}.", "Terapia domiciliare: {list}.",
+            "Prescrizione: {list}.", "Praticati: {list}.", "In PS: {list}.")
+
+
+def _therapy(d: _Draft) -> None:
+    rng, p, depth = d.rng, d.primary, _DEPTH[d.profile]
+    items: list[str] = []
+    if p.status in ("confirmed", "suspected"):
+        items += d.pick(p.cond.therapy, rng.randint(1, 2) + (depth >= 2))
+    elif p.status == "excluded" and rng.random() < 0.7:
+        items += d.pick(_SYMPTOMATIC, 1)
+    for m in d.secondaries:
+        if m.status == "confirmed":
+            items += d.pick(m.cond.therapy, 1)
+    if not items:
+        if p.status == "excluded":
+            d.add("therapy", rng.choice(("Nessuna terapia specifica.", "Non necessaria terapia.",
+                                         "Solo terapia sintomatica al bisogno.")))
+        return
+    templates = [t for t in _THERAPY if ("PS" not in t or d.setting == "pronto soccorso")
+                 and (":" not in t or d.style == "narrative")]
+    if d.style != "narrative" and rng.random() < 0.3:
+        for item in items:
+            d.add("therapy", f"- {item}")
+    else:
+        d.add("therapy", rng.choice(templates).replace("{list}", "; ".join(items)))
+
+
+def _advice(d: _Draft) -> None:
+    rng, p, depth = d.rng, d.primary, _DEPTH[d.profile]
+    if p.status == "history" or rng.random() > 0.35 + 0.25 * depth:
+        return
+    own = d.pick(p.cond.advice, rng.randint(1, 1 + depth)) if p.status != "excluded" else []
+    items = own + d.pick(_GENERIC_ADVICE, rng.randint(0 if own else 1, 1 if own else 2))
+    if d.style != "narrative" and rng.random() < 0.4:
+        for item in items:
+            d.add("advice", f"- {item}")
+    else:
+        leads = ("Si consiglia: {}.", "Indicazioni: {}.", "Si raccomanda: {}.")
+        lead = rng.choice(leads) if d.style == "narrative" else "{}."
+        d.add("advice", lead.format("; ".join(items)))
+
+
+def _render(d: _Draft) -> str:
+    """Lay the sections out in the note's style: headed blocks, inline headers, or prose."""
+    rng = d.rng
+    order = list(_ORDER)
+    if rng.random() < 0.4:  # vitals are often written before the examination
+        order[2], order[3] = order[3], order[2]
+    if rng.random() < 0.15:
+        order[-2], order[-1] = order[-1], order[-2]
+    present = [(key, d.sections[key]) for key in order if d.sections.get(key)]
+    if d.style == "narrative":
+        return _render_prose(d, present)
+    upper = rng.random() < 0.4
+    blocks = []
+    for key, sentences in present:
+        header = rng.choice(_HEADERS[key])
+        header = header.upper() if upper else header
+        lines = any(s.startswith("- ") for s in sentences)
+        body = "\n".join(sentences) if lines else " ".join(sentences).replace(" \n", "\n")
+        if d.style == "headed":
+            blocks.append(f"{header}:\n{body}" if rng.random() < 0.7 else f"{header}\n{body}")
+        else:
+            blocks.append(f"{header}:{chr(10) if lines else ' '}{body}")
+    return ("\n\n" if d.style == "headed" else "\n").join(blocks)
+
+
+def _render_prose(d: _Draft, present: list[tuple[str, list[str]]]) -> str:
+    paragraphs: list[list[str]] = [[]]
+    for key, sentences in present:
+        if key in ("exam", "course", "diagnosis") and paragraphs[-1]:
+            paragraphs.append([])
+        if key == "vitals" and d.rng.random() < 0.5:
+            sentences = [f"Parametri: {sentences[0]}"] + sentences[1:]
+        if key == "exam" and d.rng.random() < 0.4:
+            sentences = [f"All'EO: {sentences[0][:1].lower()}{sentences[0][1:]}"] + sentences[1:]
+        paragraphs[-1].extend(s.removeprefix("- ") for s in sentences)
+    return "\n".join(" ".join(p) for p in paragraphs if p)
+
+
+_PROFILES = ("short", "medium", "long", "very_long")
+_STYLES = {"short": (0.0, 0.6, 0.4), "medium": (0.35, 0.4, 0.25), "long": (0.55, 0.35, 0.1),
+           "very_long": (0.6, 0.35, 0.05)}
+
+
+def _draft(cond: _Condition, status: str, rng: random.Random) -> _Draft:
+    sex = rng.choice("MF")
+    age = _age(cond, status, rng)
+    year, visit_date = _visit_date(cond, rng)
+    profile = rng.choices(_PROFILES, weights=(0.22, 0.5, 0.23, 0.05))[0]
+    weights = (0.15, 0.8, 0.05) if status == "history" else cond.settings
+    setting = rng.choices(SETTINGS, weights=weights)[0]
+    if profile == "very_long" and rng.random() < 0.6:  # long notes are mostly ward notes
+        setting = "reparto"
+    kg = _median_weight(age) * rng.uniform(0.85, 1.15)
+    ctx = _context(sex, age, kg, rng)
+    other_reason, other_conclusion = rng.choice(_OTHER_VISITS)
+    ctx.update(year=str(year), date=visit_date, other_reason=_fill(other_reason, ctx),
+               other_conclusion=_fill(other_conclusion, ctx))
+    style = rng.choices(("headed", "inline", "narrative"), weights=_STYLES[profile])[0]
+    typo_rate = 0.0 if rng.random() < 0.4 else rng.uniform(0.005, 0.03)
+    primary = _make_mention(cond, status, rng)
+    return _Draft(rng, ctx, age, setting, profile, style, typo_rate, primary,
+                  _secondaries(cond, age, rng))
+
+
+def _write(d: _Draft) -> None:
+    rng, depth = d.rng, _DEPTH[d.profile]
+    _reason(d)
+    _history(d)
+    _exam(d)
+    if rng.random() < 0.55 + 0.15 * depth:
+        _vitals(d)
+    _tests(d)
+    _course(d)
+    _diagnosis(d)
+    _therapy(d)
+    _advice(d)
+    if d.profile == "very_long":
+        _lengthen(d, rng.randint(620, 950))
+
+
+_PAST_EVENTS = (
+    "accesso in PS per trauma cranico minore, dimess{o} dopo osservazione",
+    "visita per stipsi, risolta con macrogol", "episodio isolato di vomito",
+    "rinofaringite trattata a domicilio", "controllo cardiologico per soffio funzionale, "
+    "ecocardiogramma nella norma", "ecografia delle anche nella norma", "esantema critico",
+    "stomatite erpetica", "ingestione accidentale di una moneta, espulsa spontaneamente",
+    "puntura d'insetto con ampia reazione locale", "visita ortopedica per piede piatto "
+    "flessibile", "ipertrofia adenoidea con russamento notturno", "lieve anemia sideropenica "
+    "trattata con ferro per os", "orticaria acuta dopo assunzione di fragole", "frattura "
+    "composta della clavicola dopo caduta", "ferita lacero-contusa al mento suturata in PS",
+    "ernia ombelicale, chiusa spontaneamente", "mughetto orale trattato con miconazolo gel",
+    "sindrome mani-piedi-bocca", "episodio di laringospasmo notturno isolato",
+)
+_SOCIAL = (
+    "Vive con i genitori e un fratello di {sib} anni.",
+    "Animali domestici: {pet}.", "Frequenta la scuola {school}.", "Frequenta il nido da "
+    "settembre.", "Pratica {sport} 2 volte a settimana.", "Alimentazione varia, buon appetito.",
+    "Dorme regolarmente, circa {sleep} ore per notte.", "Non esposizione a fumo passivo.",
+    "Abitazione in città, al {floor}° piano, senza muffe.", "Nessun viaggio all'estero negli "
+    "ultimi mesi.", "Genitori entrambi lavoratori, accudit{o} dai nonni durante il giorno.",
+)
+
+
+def _past_event_lines(d: _Draft) -> list[str]:
+    rng, lines = d.rng, []
+    for event in d.pick(_PAST_EVENTS, rng.randint(4, 12)):
+        at = rng.randint(1, max(1, d.age - 1))
+        lines.append((at, f"{rng.choice(('A', 'All età di', 'Verso'))} {_age_text(at, rng)}: "
+                          f"{event}.".replace("All età", "All'età")))
+    return [text for _, text in sorted(lines)]
+
+
+def _growth_lines(d: _Draft) -> list[str]:
+    rng, lines = d.rng, []
+    for at in sorted(rng.sample(range(1, d.age + 1), min(d.age, rng.randint(3, 6)))):
+        kg = _dec(_median_weight(at) * rng.uniform(0.9, 1.1), d.ctx)
+        lines.append(f"Controllo a {_age_text(at, rng)}: peso {kg} kg, "
+                     f"{'lunghezza' if at < 24 else 'altezza'} "
+                     f"{round(50 + 25 * (at / 12) ** 0.6)} cm, {rng.choice((10, 25, 50, 75))}° pc.")
+    return lines
+
+
+def _social_lines(d: _Draft) -> list[str]:
+    rng = d.rng
+    school = ("dell'infanzia" if d.age < 72 else "primaria" if d.age < 132
+              else "secondaria di primo grado")
+    values = {"sib": str(rng.randint(2, 14)), "school": school,
+              "pet": rng.choice(("un cane", "un gatto", "nessuno", "un criceto")),
+              "sport": rng.choice(("nuoto", "calcio", "danza", "pallavolo", "judo")),
+              "sleep": str(rng.randint(8, 12)), "floor": str(rng.randint(1, 6))}
+    return [t.format_map({**d.ctx, **values}) for t in d.pick(_SOCIAL, rng.randint(2, 5))]
+
+
+def _lengthen(d: _Draft, target_words: int) -> None:
+    """Grow a long note with a detailed anamnesis (and a diary on the ward) past the target."""
+    rng = d.rng
+    if not any(s.startswith("Nat") for s in d.sections.get("history", [])):
+        _physiological(d)
+    blocks = [("Anamnesi patologica remota: ", _past_event_lines(d)),
+              ("Crescita: ", _growth_lines(d)), ("Anamnesi sociale: ", _social_lines(d))]
+    if d.primary.status != "history":
+        blocks.append(("Decorso a domicilio: ", _home_days(d, rng.randint(3, 6))))
+    rng.shuffle(blocks)
+    for title, lines in blocks:
+        if lines and d.style != "narrative":
+            lines[0] = "\n" + title + lines[0]
+        for line in lines:
+            d.add("history", line)
+    day = len(d.sections.get("course", []))
+    while _words(d) < target_words and day < (14 if d.setting == "reparto" else 5):
+        day += 1
+        _ward_day(d, day)
+
+
+def _words(d: _Draft) -> int:
+    return sum(len(s.split()) for sentences in d.sections.values() for s in sentences)
+
+
+def _episode_ctx(d: _Draft, m: _Mention) -> dict[str, str]:
+    episode = _episode_age(m.cond, d.age, d.rng)
+    years_ago = max(0, (d.age - episode) // 12)
+    return {"ep": _age_text(episode, d.rng), "year": str(int(d.ctx["year"]) - years_ago)}
+
+
+def _note(index: int, cond: _Condition, status: str, rng: random.Random) -> DemoNote:
+    d = _draft(cond, status, rng)
+    _write(d)
+    mentions = [d.primary, *d.secondaries]
+    return DemoNote(
+        id=f"PED-{index + 1:06d}",
+        text=_render(d),
+        labels=[f"{m.cond.key}:{m.status}" for m in mentions],
+        condition=cond.key,
+        status=status,
+        age_months=d.age,
+        sex="M" if d.ctx["o"] == "o" else "F",
+        visit_date=d.ctx["date"],
+        setting=d.setting,
+    )
+
+
+def generate_notes(n: int = 2000, seed: int = 0) -> Iterator[DemoNote]:
+    """Yield `n` labelled notes; the same (n, seed) always yields the same notes.
+
+    Primary (condition, status) pairs are allotted by largest remainder, so the label mix is
+    exact for any n (2,000 notes: 176 confirmed and 176 suspected bronchiolitis), then shuffled.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    rng = random.Random(seed)
+    plan = _largest_remainder(n)
+    rng.shuffle(plan)
+    for index, (cond, status) in enumerate(plan):
+        yield _note(index, cond, status, rng)
+
+
+def write_csv(path: str | Path, n: int = 2000, seed: int = 0) -> Path:
+    """CSV with header id,text,labels,condition,status,age_months,sex,visit_date,setting;
+    labels joined by '|'. UTF-8, csv module quoting."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(CSV_FIELDS)
+        for note in generate_notes(n, seed):
+            writer.writerow([note.id, note.text, "|".join(note.labels), note.condition,
+                             note.status, note.age_months, note.sex, note.visit_date,
+                             note.setting])
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the seeded Prisma demo corpus as CSV.")
+    parser.add_argument("out", type=Path, help="output CSV path")
+    parser.add_argument("--n", type=int, default=2000, help="number of notes (default 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    args = parser.parse_args(argv)
+    path = write_csv(args.out, n=args.n, seed=args.seed)
+    print(f"wrote {args.n} notes to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
