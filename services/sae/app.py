@@ -1,0 +1,73 @@
+"""SAE service HTTP app: `GET /health`, `POST /encode`. HTTP only: parse, call the core, answer."""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from typing import Annotated
+
+import numpy as np
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+
+from artifacts import ArtifactStore
+from contracts.sae import EncodeRequest, EncodeResponse
+from services.sae.config import SaeSettings, get_settings
+from services.sae.encoding import encode_vectors
+from services.sae.io import load_sae
+from services.sae.model import TopKSae
+
+
+class SaeCache:
+    """The last `size` SAEs used, by folder URI (loading one costs a read of n × d × 2 floats)."""
+
+    def __init__(self, store: ArtifactStore, size: int) -> None:
+        self.store, self.size = store, size
+        self._saes: OrderedDict[str, TopKSae] = OrderedDict()
+
+    def get(self, uri: str) -> TopKSae:
+        if uri not in self._saes:
+            self._saes[uri] = load_sae(self.store, uri)
+            while len(self._saes) > self.size:
+                self._saes.popitem(last=False)
+        self._saes.move_to_end(uri)
+        return self._saes[uri]
+
+
+def create_app(settings: SaeSettings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(title="Prisma SAE service", version="0.1.0")
+    app.state.settings = settings
+    app.state.saes = SaeCache(ArtifactStore(settings.artifact_root), settings.cached_saes)
+
+    def require_token(authorization: Annotated[str | None, Header()] = None) -> None:
+        token = settings.service_token
+        if token is None:
+            return
+        given = (authorization or "").removeprefix("Bearer ")
+        if not authorization or not secrets.compare_digest(given, token.get_secret_value()):
+            raise HTTPException(401, "missing or wrong service token", headers={"WWW-Authenticate": "Bearer"})
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/encode", response_model=EncodeResponse, dependencies=[Depends(require_token)])
+    def encode(body: EncodeRequest, request: Request) -> EncodeResponse:
+        if len(body.vectors) > settings.max_vectors:
+            raise HTTPException(422, f"vectors: at most {settings.max_vectors} per request")
+        try:
+            sae = request.app.state.saes.get(body.sae_uri)
+        except ValueError as exc:
+            raise HTTPException(422, f"sae_uri: {exc}") from exc
+        except FileNotFoundError as exc:
+            raise HTTPException(404, f"sae_uri: no SAE at {body.sae_uri}") from exc
+        vectors = np.asarray(body.vectors, dtype=np.float32) if _rectangular(body.vectors) else None
+        if vectors is None or vectors.shape[1] != sae.d or not np.isfinite(vectors).all():
+            raise HTTPException(422, f"vectors: need finite vectors of dimension {sae.d}")
+        return EncodeResponse(features=encode_vectors(sae, vectors))
+
+    return app
+
+
+def _rectangular(rows: list[list[float]]) -> bool:
+    return len({len(r) for r in rows}) == 1 and len(rows[0]) > 0

@@ -1,0 +1,93 @@
+"""arq worker for the `sae` queue: jobs only; the work runs in services.sae.pipeline.
+
+Payloads and results are JSON (never pickle). Training runs in a thread; progress goes to
+the Redis key `prisma:progress:<job id>`; a cancelled job makes the thread checkpoint and
+stop, and the retried job resumes from that checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import torch
+from arq.connections import RedisSettings
+
+from artifacts import ArtifactStore
+from contracts.jobs import Progress
+from contracts.sae import SaeSweepPayload, SaeTrainPayload
+from services.sae.config import SaeSettings, get_settings
+from services.sae.pipeline import train_sae
+
+QUEUE = "sae"
+
+
+def progress_key(job_id: str) -> str:
+    return f"prisma:progress:{job_id}"
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    settings: SaeSettings = ctx.get("settings") or get_settings()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    ctx["settings"] = settings
+    ctx["store"] = ArtifactStore(settings.artifact_root)
+
+
+async def _in_thread(ctx: dict[str, Any], work) -> Any:
+    """Run `work(on_progress, should_stop)` in a thread, publishing progress, honouring cancel."""
+    loop = asyncio.get_running_loop()
+    key, ttl = progress_key(ctx["job_id"]), ctx["settings"].progress_ttl_s
+    stop = threading.Event()
+
+    def on_progress(progress: Progress) -> None:
+        asyncio.run_coroutine_threadsafe(ctx["redis"].set(key, progress.model_dump_json(), ex=ttl), loop)
+
+    task = asyncio.ensure_future(asyncio.to_thread(work, on_progress, stop.is_set))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        stop.set()  # the thread checkpoints at its next step and raises TrainingStopped
+        await asyncio.wait([task], timeout=60)
+        raise
+
+
+async def sae_train(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """Train one SAE and analyse its codes; returns SaeTrainResult as JSON."""
+    job = SaeTrainPayload.model_validate(payload)
+    result = await _in_thread(
+        ctx, lambda progress, stop: train_sae(job, ctx["store"], on_progress=progress, should_stop=stop)
+    )
+    return result.model_dump(mode="json")
+
+
+async def sae_sweep(ctx: dict[str, Any], payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Several SAEs on one embedding run, one after the other; finished ones are not redone."""
+    sweep = SaeSweepPayload.model_validate(payload)
+    results = []
+    for job in sweep.payloads():
+        result = await _in_thread(
+            ctx, lambda progress, stop, job=job: train_sae(job, ctx["store"], on_progress=progress,
+                                                           should_stop=stop)
+        )
+        results.append(result.model_dump(mode="json"))
+    return results
+
+
+def _serialize(data: Any) -> bytes:
+    return json.dumps(data).encode()
+
+
+class WorkerSettings:
+    """`arq services.sae.worker.WorkerSettings`."""
+
+    functions = [sae_train, sae_sweep]
+    queue_name = QUEUE
+    on_startup = startup
+    job_serializer = staticmethod(_serialize)
+    job_deserializer = staticmethod(json.loads)
+    redis_settings = RedisSettings.from_dsn(get_settings().redis_url)
+    job_timeout = get_settings().job_timeout_s
+    max_jobs = 1  # one training at a time per worker: it uses every core (or the GPU)
