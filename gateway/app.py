@@ -24,6 +24,7 @@ from gateway.db import session_factory
 from gateway.deps import CurrentKey, NotAuthenticated
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs.runner import ArqRunner, InProcessRunner, JobDeps
+from gateway.domain.runs.embedding import RunInputError
 from gateway.logging import configure_logging
 from gateway.migrate import upgrade
 from gateway.services import ServiceClients, ServiceError, ServiceUnavailable
@@ -113,6 +114,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DatasetInputError)
     async def dataset_input(_: Request, exc: DatasetInputError) -> JSONResponse:
         return _error(422, exc.message, field=exc.field, locator=exc.locator)
+
+    @app.exception_handler(RunInputError)
+    async def run_input(_: Request, exc: RunInputError) -> JSONResponse:
+        return _error(exc.status_code, exc.message, field=exc.field)
 
     @app.exception_handler(UploadError)
     async def upload_error(_: Request, exc: UploadError) -> JSONResponse:

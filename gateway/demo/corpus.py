@@ -65,6 +65,8 @@ class _Condition:
     alternatives: tuple[str, ...]  # unlabelled diagnosis given when it is excluded
     related: tuple[str, ...] = ()  # conditions often mentioned alongside
     secondary: bool = True  # may appear as a secondary mention
+    prodrome: tuple[str, ...] = ()  # symptoms for a day-by-day history; () means `symptoms`
+    onset: tuple[str, ...] = ()  # when the complaint began; () means the usual durations
 
 
 _WINTER = (11, 12, 1, 2, 3)
@@ -76,7 +78,7 @@ CONDITIONS: tuple[_Condition, ...] = (
         symptoms=("tosse", "rinorrea sierosa", "difficoltà respiratoria", "respiro affannoso",
                   "ridotta alimentazione", "rifiuto parziale delle poppate", "tosse stizzosa",
                   "congestione nasale", "respiro sibilante", "irritabilità",
-                  "pause respiratorie riferite dai genitori", "poppate interrotte dalla tosse"),
+                  "pause respiratorie", "poppate interrotte dalla tosse"),
         signs=("rientramenti al giugulo", "rientramenti sottocostali",
                "crepitii fini diffusi bilateralmente", "sibili espiratori diffusi",
                "fischi e sibili bilaterali", "MV ridotto alle basi", "espirio prolungato",
@@ -404,9 +406,9 @@ CONDITIONS: tuple[_Condition, ...] = (
                             ("crisi convulsiva febbrile", "f")),
         0.03, (0.55, 0.15, 0.05, 0.25), (6, 20, 60), (), (0.7, 0.05, 0.25), "neuro", 1.0, 0.0,
         symptoms=("episodio critico con perdita di coscienza e scosse tonico-cloniche "
-                  "generalizzate di circa {minutes} minuti in corso di febbre", "revulsione "
-                  "oculare e ipertono generalizzato", "sonnolenza dopo l'episodio",
-                  "febbre insorta da poche ore", "cianosi periorale durante l'episodio"),
+                  "generalizzate di circa {minutes} minuti", "revulsione oculare e ipertono "
+                  "generalizzato", "sonnolenza post-critica", "cianosi periorale",
+                  "febbre elevata", "scosse ritmiche ai quattro arti"),
         signs=("non segni di lato", "esame neurologico nella norma", "riflessi osteotendinei "
                "normoevocabili", "pupille isocoriche e isocicliche"),
         proof=("Episodio tipico per età, durata < 15 minuti, non recidiva nelle 24 ore.",
@@ -421,6 +423,10 @@ CONDITIONS: tuple[_Condition, ...] = (
                 "semplici"),
         alternatives=("brivido scuotente", "spasmo affettivo"),
         related=("otitis", "pharyngitis", "uti"),
+        prodrome=("febbre", "febbre elevata", "rinorrea", "tosse", "inappetenza",
+                  "irritabilità"),
+        onset=("poco prima dell'arrivo", "circa un'ora fa", "al domicilio", "durante il sonno",
+               "in corso di febbre", ""),
     ),
 )
 _BY_KEY = {c.key: c for c in CONDITIONS}
@@ -450,7 +456,8 @@ _SENTENCE = {
         "Pregress{x} {c}.", "In anamnesi {c} a {ep}.", "Episodio di {c} a {ep}.",
         "Riferito ricovero per {c} a {ep}, risolt{x} senza esiti.", "Storia di {c} (a {ep}).",
         "Precedente episodio di {c} a {ep}, guarit{x}.", "Nel {year} {c}, trattat{x} a "
-        "domicilio.", "Ha avuto {c} all'età di {ep}.", "Visto in passato per {c} a {ep}, risolt{x}.",
+        "domicilio.", "Ha avuto {c} all'età di {ep}.",
+        "Visto in passato per {c} a {ep}, risolt{x}.",
     ),
 }
 _BARE = {  # what follows a "Diagnosi:" header
@@ -505,25 +512,37 @@ _NORMAL = {
               "polsi periferici validi e simmetrici"),
     "lymph": ("linfonodi laterocervicali non aumentati di volume", "non linfoadenomegalie"),
 }
-_GENERAL = ("Condizioni generali buone", "CG discrete", "Buone condizioni generali",
-            "Vigile, reattiv{o}", "Pz vigile e reattiv{o}", "Colorito roseo",
-            "Colorito lievemente pallido", "Sensorio integro", "Condizioni generali discrete, "
-            "lievemente sofferente", "Si presenta vigile, collaborante per l'età")
-_OTHER_VISITS = (  # unlabelled reason and conclusion of a visit, used when the primary is history
-    ("bilancio di salute", "Crescita staturo-ponderale regolare, sviluppo adeguato all'età."),
+_GENERAL = ("Condizioni generali buone", "Buone condizioni generali", "Vigile, reattiv{o}",
+            "Pz vigile e reattiv{o}", "Colorito roseo", "Si presenta vigile, collaborante per "
+            "l'età", "Sensorio integro", "CG discrete", "Colorito lievemente pallido",
+            "Condizioni generali discrete, lievemente sofferente")
+_WELL = 7  # the first _WELL general impressions suit a child who is well
+# Unlabelled visits for notes whose primary is past history: (reason, conclusion, urgent).
+_OTHER_VISITS = (
+    ("bilancio di salute", "Crescita staturo-ponderale regolare, sviluppo adeguato all'età.",
+     False),
     ("certificato di idoneità sportiva non agonistica", "Idone{o} all'attività sportiva non "
-     "agonistica."),
+     "agonistica.", False),
     ("trauma distorsivo alla caviglia {side}", "Distorsione lieve: ghiaccio, riposo, "
-     "rivalutazione se dolore persistente."),
-    ("stipsi da alcune settimane", "Stipsi funzionale: dieta ricca di fibre e macrogol."),
-    ("rinite da alcuni giorni", "Rinite virale, lavaggi nasali."),
-    ("visita di controllo", "Obiettività nella norma."),
-    ("dolore addominale ricorrente", "Dolore addominale funzionale, diario alimentare."),
-    ("contusione al gomito {side} dopo caduta", "Contusione semplice, non indicazione a Rx."),
-    ("vaccinazione programmata", "Nessuna controindicazione alla vaccinazione."),
-    ("tosse lieve senza febbre", "IVAS in risoluzione."),
-    ("controllo della crescita", "Percentili di peso e altezza stabili."),
+     "rivalutazione se dolore persistente.", True),
+    ("stipsi da alcune settimane", "Stipsi funzionale: dieta ricca di fibre e macrogol.", False),
+    ("rinite da alcuni giorni", "Rinite virale, lavaggi nasali.", False),
+    ("visita di controllo", "Obiettività nella norma.", False),
+    ("dolore addominale ricorrente", "Dolore addominale funzionale, diario alimentare.", True),
+    ("contusione al gomito {side} dopo caduta", "Contusione semplice, non indicazione a Rx.",
+     True),
+    ("vaccinazione programmata", "Nessuna controindicazione alla vaccinazione.", False),
+    ("tosse lieve senza febbre", "IVAS in risoluzione.", False),
+    ("controllo della crescita", "Percentili di peso e altezza stabili.", False),
+    ("puntura d'insetto al braccio {side}", "Reazione locale, impacchi freddi.", True),
+    ("ferita lacero-contusa al sopracciglio", "Ferita chiusa con colla tissutale.", True),
+    ("trauma cranico minore senza perdita di coscienza", "Trauma cranico minore: osservazione "
+     "a domicilio per 24 ore.", True),
+    ("russamento notturno", "Sospetta ipertrofia adenoidea, visita ORL.", False),
+    ("cefalea occasionale", "Cefalea di tipo tensivo, diario della cefalea.", False),
 )
+_REASON_OTHER = ("Visita per {sx}.", "Si presenta per {sx}.", "Condott{o} {gen_da} per {sx}.",
+                 "{bimbo} di {age}, visitat{o} per {sx}.", "{sx}.")
 _GENERIC_ADVICE = ("controllo dal PLS tra 48-72 ore", "tornare in PS in caso di peggioramento",
                    "rivalutazione clinica se febbre persistente", "idratazione adeguata",
                    "antipiretico al bisogno se TC > 38,5 °C", "riposo a domicilio")
@@ -643,7 +662,7 @@ def _context(sex: str, age: int, kg: float, rng: random.Random) -> dict[str, str
     """Per-note values that phrase templates fill in (doses scale with weight)."""
     ctx = {"_sep": "," if rng.random() < 0.7 else ".", "o": "o" if sex == "M" else "a"}
     ctx.update(
-        side=rng.choice(("dx", "sx", "destra", "sinistra")), days=str(rng.randint(2, 5)),
+        side=rng.choice(("dx", "sx")), days=str(rng.randint(2, 5)),
         hours=str(rng.choice((6, 12, 24, 36, 48))), count=str(rng.randint(3, 10)),
         abx=str(rng.choice((5, 7, 10))), kg=_dec(kg, ctx), o2=_dec(rng.choice((0.5, 1, 1.5, 2)),
                                                                     ctx),
@@ -658,6 +677,7 @@ def _context(sex: str, age: int, kg: float, rng: random.Random) -> dict[str, str
         westley=str(rng.randint(1, 6)), minutes=str(rng.randint(1, 10)),
         tmax=_dec(rng.uniform(38.3, 40.4), ctx),
         gen=rng.choice(("la madre", "il padre", "la mamma", "la nonna", "il papà")),
+        gen_da=rng.choice(("dalla madre", "dal padre", "dai genitori", "dalla nonna")),
         bimbo=_child_word(sex, age, rng), age=_age_text(age, rng),
     )
     return ctx
@@ -751,12 +771,12 @@ def _join(items: Sequence[str]) -> str:
 
 
 _DURATION = ("da {days} giorni", "da ieri", "dalla notte", "da circa {hours} ore",
-             "da {days} gg", "insorti {days} giorni fa", "")
+             "da {days} gg", "con esordio {days} giorni fa", "")
 _REASON = {
     "pronto soccorso": ("Giunge in PS per {sx} {dur}.", "Accede in PS con {gen} "
                         "per {sx} {dur}.", "Accesso in PS per {sx}.", "Triage: codice {code}. "
                         "{sx} {dur}.", "{bimbo} di {age} condott{o} in PS per {sx} {dur}."),
-    "ambulatorio": ("Visita ambulatoriale per {sx} {dur}.", "Condott{o} in ambulatorio da {gen} "
+    "ambulatorio": ("Visita ambulatoriale per {sx} {dur}.", "Condott{o} in ambulatorio {gen_da} "
                     "per {sx}.", "{gen} riferisce {sx} {dur}.", "{bimbo} di {age}, visitat{o} "
                     "per {sx} {dur}."),
     "reparto": ("Ricoverat{o} per {sx} {dur}.", "Giunge in reparto dal PS per {sx}.",
@@ -772,8 +792,12 @@ def _reason(d: _Draft) -> None:
         sx = d.ctx["other_reason"]
     else:
         sx = _join(d.pick(p.cond.symptoms, rng.choice((1, 2, 2, 3))))
-    template = rng.choice(_REASON[d.setting] + ("{sx} {dur}.",))
-    dur = _fill(rng.choice(_DURATION), d.ctx) if p.status != "history" else ""
+    if p.status == "history":
+        templates = _REASON_OTHER + (_REASON[d.setting][:1] if d.setting != "ambulatorio" else ())
+    else:
+        templates = _REASON[d.setting] + ("{sx} {dur}.",)
+    template = rng.choice(templates)
+    dur = _fill(rng.choice(p.cond.onset or _DURATION), d.ctx) if p.status != "history" else ""
     code = rng.choice(("verde", "verde", "giallo", "bianco", "azzurro"))
     sentence = template.format_map({**d.ctx, "sx": sx, "dur": dur, "code": code})
     sentence = sentence.replace(" .", ".").replace("  ", " ").replace(". " + sx, ". " + _cap(sx))
@@ -785,8 +809,8 @@ def _reason(d: _Draft) -> None:
 
 
 _TIMELINE = ("Da {days} giorni {s1}, successivamente {s2}.", "Esordio con {s1}, poi {s2}.",
-             "Ieri comparsa di {s1}.", "Nella notte peggioramento con {s1}.", "{gen} riferisce {s1} "
-             "da alcuni giorni.", "Da {days} gg {s1} ingravescente.", "{s1} da {days} giorni, "
+             "Ieri comparsa di {s1}.", "Nella notte peggioramento con {s1}.",
+             "{gen} riferisce {s1} da alcuni giorni.", "Da {days} gg {s1} ingravescente.", "{s1} da {days} giorni, "
              "con {s2}.")
 _HOME = ("Febbre max {tmax} °C.", "Non febbre.", "Alimentazione ridotta (circa metà dei pasti).",
          "Alimentazione conservata.", "Diuresi conservata.", "Diuresi ridotta ({count} pannolini "
@@ -812,7 +836,7 @@ def _history(d: _Draft) -> None:
     rng, p, depth = d.rng, d.primary, _DEPTH[d.profile]
     if p.status != "history" and rng.random() < 0.35 + 0.3 * depth:
         for template in d.pick(_TIMELINE, 1 + (depth >= 2)):
-            s1, s2 = d.pick(p.cond.symptoms, 2)
+            s1, s2 = d.pick(p.cond.prodrome or p.cond.symptoms, 2)
             d.add("history", template.replace("{s1}", s1).replace("{s2}", s2))
         for template in d.pick(_HOME, rng.randint(0, depth + 1)):
             d.add("history", template)
@@ -870,7 +894,8 @@ def _exam(d: _Draft) -> None:
         normal = [f for f in _NORMAL[system] if d.age < 18 or "fontanella" not in f]
         findings.append(rng.choice(normal))
     rng.shuffle(findings)
-    d.add("exam", rng.choice(_GENERAL) + ".")
+    unwell = _active(d) or d.primary.status == "excluded"
+    d.add("exam", rng.choice(_GENERAL if unwell else _GENERAL[:_WELL]) + ".")
     while findings:
         k = rng.randint(1, 3)
         d.add("exam", ", ".join(findings[:k]) + ".")
@@ -1002,7 +1027,8 @@ def _ward_day(d: _Draft, k: int) -> None:
 def _home_days(d: _Draft, days: int) -> list[str]:
     rng, lines = d.rng, []
     for k in range(1, days + 1):
-        event = rng.choice(_HOME_EVENT).replace("{s}", rng.choice(d.primary.cond.symptoms))
+        cond = d.primary.cond
+        event = rng.choice(_HOME_EVENT).replace("{s}", rng.choice(cond.prodrome or cond.symptoms))
         extra = ", ".join(d.pick(_HOME_EXTRA, rng.randint(1, 3)))
         lines.append(f"{rng.choice(_HOME_DAY).format(k=k)} {event}; {extra}.")
     return lines
@@ -1146,11 +1172,15 @@ def _draft(cond: _Condition, status: str, rng: random.Random) -> _Draft:
     profile = rng.choices(_PROFILES, weights=(0.22, 0.5, 0.23, 0.05))[0]
     weights = (0.15, 0.8, 0.05) if status == "history" else cond.settings
     setting = rng.choices(SETTINGS, weights=weights)[0]
+    if profile == "very_long" and status == "history":  # a routine visit stays short
+        profile = "long"
     if profile == "very_long" and rng.random() < 0.6:  # long notes are mostly ward notes
         setting = "reparto"
     kg = _median_weight(age) * rng.uniform(0.85, 1.15)
     ctx = _context(sex, age, kg, rng)
-    other_reason, other_conclusion = rng.choice(_OTHER_VISITS)
+    other_reason, other_conclusion, urgent = rng.choice(_OTHER_VISITS)
+    if status == "history" and not urgent:
+        setting = "ambulatorio"
     ctx.update(year=str(year), date=visit_date, other_reason=_fill(other_reason, ctx),
                other_conclusion=_fill(other_conclusion, ctx))
     style = rng.choices(("headed", "inline", "narrative"), weights=_STYLES[profile])[0]

@@ -52,26 +52,39 @@ async def embed_run(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
     """Embed a dataset snapshot into shards (resuming a killed run); returns EmbedJobResult as JSON."""
     job = EmbedJobPayload.model_validate(payload)
     loop = asyncio.get_running_loop()
-    key, redis = progress_key(ctx["job_id"]), ctx["redis"]
+    # In embedded mode the gateway runs this same function in-process and passes its own
+    # `report` and `should_stop`; on a queue, progress goes to Redis for the gateway to read.
+    report, redis = ctx.get("report"), ctx.get("redis")
+    key = progress_key(ctx["job_id"])
     stop = threading.Event()
+    external_stop = ctx.get("should_stop")
 
     def on_progress(progress: Progress) -> None:  # called from the run's thread
+        if report is not None:
+            report(progress)
+            return
         future = asyncio.run_coroutine_threadsafe(
             redis.set(key, progress.model_dump_json(), ex=PROGRESS_TTL_S), loop
         )
         future.add_done_callback(_log_failure)
 
+    def should_stop() -> bool:
+        return stop.is_set() or bool(external_stop and external_stop())
+
     try:
         result = await asyncio.to_thread(
             run_embedding, job, ctx["store"], settings=ctx["settings"], on_progress=on_progress,
-            should_stop=stop.is_set, models=ctx["models"],
+            should_stop=should_stop, models=ctx["models"],
         )
     except asyncio.CancelledError:  # aborted or timed out: let the thread stop at its next batch
         stop.set()
         raise
     final = Progress(done=result.n_documents, total=result.n_documents, unit="documents",
                      rate=result.docs_per_s or None, eta_seconds=0.0, message="done")
-    await redis.set(key, final.model_dump_json(), ex=PROGRESS_TTL_S)
+    if report is not None:
+        report(final, force=True)
+    else:
+        await redis.set(key, final.model_dump_json(), ex=PROGRESS_TTL_S)
     log.info("embedding run %s: %d documents, %d shards computed, %d reused", job.run_id,
              result.n_documents, result.shards_computed, result.shards_reused)
     return result.model_dump(mode="json")

@@ -8,3 +8,11 @@ if TYPE_CHECKING:
     from gateway.domain.jobs.runner import Handler
 
 HANDLERS: dict[str, Handler] = {}
+
+
+def _register() -> None:
+    # Each stage's module adds its handler to HANDLERS when imported.
+    import gateway.domain.runs.embedding  # noqa: F401
+
+
+_register()

@@ -1,0 +1,79 @@
+"""Running a service's job (embedder, sae, interpreter) from a gateway job.
+
+Distributed mode: the job goes to the service's arq queue; progress comes back through the
+Redis key the service worker writes (`prisma:progress:<arq job id>`) and is copied to the job
+table. Embedded mode: the service's own worker function runs in this process, with a
+`report` callback in its ctx instead of Redis — the same function either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from typing import Any
+
+from contracts.jobs import Progress
+from gateway.domain.jobs.runner import JobContext
+
+POLL_S = 0.5
+_embedded_ctx: dict[str, dict[str, Any]] = {}
+_embedded_lock = asyncio.Lock()
+
+
+class ServiceJobFailed(RuntimeError):
+    pass
+
+
+def progress_key(arq_job_id: str) -> str:
+    return f"prisma:progress:{arq_job_id}"
+
+
+async def run_service_job(ctx: JobContext, service: str, function: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Run `function` of `service` on `payload`; returns its JSON result, reporting progress."""
+    if ctx.arq_pool is not None:
+        return await _run_on_queue(ctx, service, function, payload)
+    return await _run_in_process(ctx, service, function, payload)
+
+
+async def _embedded_worker_ctx(ctx: JobContext, service: str) -> dict[str, Any]:
+    """The service worker's start-up, run once per process (models load once)."""
+    async with _embedded_lock:
+        if service not in _embedded_ctx:
+            module = importlib.import_module(f"services.{service}.worker")
+            wctx: dict[str, Any] = {}
+            await module.startup(wctx)
+            _embedded_ctx[service] = wctx
+    return _embedded_ctx[service]
+
+
+async def _run_in_process(ctx: JobContext, service: str, function: str, payload: dict[str, Any]) -> dict[str, Any]:
+    module = importlib.import_module(f"services.{service}.worker")
+    base = await _embedded_worker_ctx(ctx, service)
+    # The gateway's store: in embedded mode every component shares one artifact root.
+    wctx = {**base, "store": ctx.store, "job_id": ctx.job_id, "report": ctx.report, "should_stop": ctx.recorder.cancel_requested}
+    return await getattr(module, function)(wctx, payload)
+
+
+async def _run_on_queue(ctx: JobContext, service: str, function: str, payload: dict[str, Any]) -> dict[str, Any]:
+    from arq.jobs import Job, JobStatus
+
+    from gateway.domain.jobs.runner import json_deserializer
+
+    attempt = ctx.recorder.load().attempts
+    arq_id = f"{ctx.job_id}:{service}#{attempt}"
+    await ctx.arq_pool.enqueue_job(function, payload, _job_id=arq_id, _queue_name=service)
+    job = Job(arq_id, ctx.arq_pool, _deserializer=json_deserializer)
+    while True:
+        status = await job.status()
+        raw = await ctx.arq_pool.get(progress_key(arq_id))
+        if raw:
+            ctx.report(Progress.model_validate_json(raw))
+        if status == JobStatus.complete:
+            info = await job.result_info()
+            if info is None or not info.success:
+                raise ServiceJobFailed(f"{service}.{function} failed: {info.result if info else 'no result'}")
+            return info.result
+        if await asyncio.to_thread(ctx.recorder.cancel_requested):
+            await job.abort(timeout=10)
+            ctx.check_cancelled()
+        await asyncio.sleep(POLL_S)

@@ -1,0 +1,131 @@
+"""Embedding runs: create one (validated), and the job handler that drives the embedder."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel
+
+from contracts.embed import EmbedJobPayload, EmbedJobResult, EmbeddingRunSpec
+from contracts.runs import EmbeddingRunCreate
+from gateway.db import session_scope, utcnow
+from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.auth import repo as auth_repo
+from gateway.domain.auth.service import Principal
+from gateway.domain.datasets import repo as dataset_repo
+from gateway.domain.jobs.handlers import HANDLERS
+from gateway.domain.jobs.runner import JobCancelled, JobContext
+from gateway.domain.jobs.service import submit
+from gateway.domain.jobs.service_jobs import run_service_job
+from gateway.domain.runs import repo
+from gateway.domain.runs.models import EmbeddingRun
+from gateway.services import ServiceClients, ServiceError
+
+KIND = "embedding_run"
+
+
+class EmbeddingRunJob(BaseModel):
+    """The gateway job: which run to compute (everything else is in the run's row)."""
+
+    run_id: int
+
+
+class RunInputError(ValueError):
+    def __init__(self, message: str, *, field: str, status_code: int = 422) -> None:
+        super().__init__(message)
+        self.message, self.field, self.status_code = message, field, status_code
+
+
+async def check_model(services: ServiceClients, spec: EmbeddingRunSpec) -> None:
+    """Ask the embedder to load the model now, so that a wrong path is a 422 here, not a failed job."""
+    try:
+        await services.post("embedder", "/embed", {"texts": ["ok"], "model": spec.model, "pooling": spec.pooling})
+    except ServiceError as exc:
+        raise RunInputError(f"model: {exc.detail}", field="model") from None
+
+
+async def create_embedding_run(app_state: Any, body: EmbeddingRunCreate, principal: Principal, request_id: str | None) -> tuple[EmbeddingRun, bool]:
+    """The run for this dataset and spec (a new one, or the same work already under way / done)."""
+    spec = EmbeddingRunSpec.model_validate(body.model_dump(exclude={"dataset_id"}))
+    spec_json = spec.model_dump(mode="json")
+    with session_scope(app_state.factory) as session:
+        ds = dataset_repo.get_dataset(session, dataset_id=body.dataset_id)
+        if ds is None:
+            raise RunInputError(f"dataset_id: dataset {body.dataset_id} does not exist", field="dataset_id")
+        if ds.n_documents == 0 or ds.snapshot_artifact_id is None:
+            raise RunInputError(f"dataset_id: dataset {body.dataset_id} has no documents", field="dataset_id")
+        existing = repo.find_embedding_run(session, dataset_id=ds.id, spec=spec_json)
+    if existing is not None:
+        return existing, False
+    await check_model(app_state.services, spec)
+    with session_scope(app_state.factory) as session:
+        run = repo.add_embedding_run(
+            session, dataset_id=body.dataset_id, model=spec.model, pooling=spec.pooling, normalize=spec.normalize,
+            max_length=spec.max_length, spec=spec_json, status="queued",
+        )
+        auth_repo.add_audit_event(
+            session, actor=principal.name, api_key_id=principal.key_id, action="embedding_run.create",
+            target_type="embedding_run", target_id=run.id, request_id=request_id,
+            details={"dataset_id": body.dataset_id, "model": spec.model},
+        )
+    job = await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
+                       payload=EmbeddingRunJob(run_id=run.id), created_by_key_id=principal.key_id)
+    with session_scope(app_state.factory) as session:
+        run = repo.get_embedding_run(session, run_id=run.id)
+        run.job_id = job.id
+    return run, True
+
+
+def _set_run(ctx: JobContext, run_id: int, **fields: Any) -> None:
+    with session_scope(ctx.factory) as session:
+        run = repo.get_embedding_run(session, run_id=run_id)
+        for name, value in fields.items():
+            setattr(run, name, value)
+
+
+def _prepare(ctx: JobContext, run_id: int) -> EmbedJobPayload:
+    with session_scope(ctx.factory) as session:
+        run = repo.get_embedding_run(session, run_id=run_id)
+        if run is None:
+            raise LookupError(f"embedding run {run_id} does not exist")
+        ds = dataset_repo.get_dataset(session, dataset_id=run.dataset_id)
+        snapshot = artifact_repo.get(session, artifact_id=ds.snapshot_artifact_id)
+        run.status = "running"
+        return EmbedJobPayload(
+            run_id=run.id, snapshot_uri=snapshot.uri, artifact_prefix=f"embedding-runs/{run.id}",
+            spec=EmbeddingRunSpec.model_validate(run.spec),
+        )
+
+
+def _record_result(ctx: JobContext, run_id: int, result: EmbedJobResult) -> None:
+    with session_scope(ctx.factory) as session:
+        run = repo.get_embedding_run(session, run_id=run_id)
+        for info in [*result.shards, *result.chunks]:
+            artifact_repo.record(session, info=info, owner_type="embedding_run", owner_id=run_id)
+        run.status, run.finished_at = "succeeded", utcnow()
+        run.model_path, run.dim, run.max_length = result.model_path, result.dim, result.max_length
+        run.n_documents, run.n_chunks, run.n_tokens = result.n_documents, result.n_chunks, result.n_tokens
+        run.docs_per_s = result.docs_per_s
+        run.result = result.model_dump(mode="json")
+
+
+async def embedding_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    job = EmbeddingRunJob.model_validate(payload)
+    svc_payload = await asyncio.to_thread(_prepare, ctx, job.run_id)
+    try:
+        raw = await run_service_job(ctx, "embedder", "embed_run", svc_payload.model_dump(mode="json"))
+    except BaseException:
+        cancelled = await asyncio.to_thread(ctx.recorder.cancel_requested)
+        await asyncio.to_thread(_set_run, ctx, job.run_id, status="cancelled" if cancelled else "failed",
+                                finished_at=utcnow())
+        if cancelled:
+            raise JobCancelled(ctx.job_id) from None
+        raise
+    result = EmbedJobResult.model_validate(raw)
+    await asyncio.to_thread(_record_result, ctx, job.run_id, result)
+    return {"run_id": job.run_id, "n_documents": result.n_documents, "n_chunks": result.n_chunks,
+            "shards_computed": result.shards_computed, "shards_reused": result.shards_reused}
+
+
+HANDLERS[KIND] = embedding_run_handler

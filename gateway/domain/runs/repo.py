@@ -1,0 +1,44 @@
+"""Queries on embedding runs and SAE runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gateway.domain.runs.models import EmbeddingRun, SaeRun
+
+
+def add_embedding_run(session: Session, **fields: Any) -> EmbeddingRun:
+    run = EmbeddingRun(**fields)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_embedding_run(session: Session, *, run_id: int) -> EmbeddingRun | None:
+    return session.get(EmbeddingRun, run_id)
+
+
+def find_embedding_run(session: Session, *, dataset_id: int, spec: dict[str, Any]) -> EmbeddingRun | None:
+    """A run of the same dataset with the same spec that did not fail (the same work)."""
+    stmt = select(EmbeddingRun).where(
+        EmbeddingRun.dataset_id == dataset_id, EmbeddingRun.status.notin_(["failed", "cancelled"])
+    )
+    return next((r for r in session.scalars(stmt.order_by(EmbeddingRun.id)) if r.spec == spec), None)
+
+
+def list_embedding_runs(
+    session: Session, *, limit: int, offset: int, dataset_id: int | None = None
+) -> tuple[list[EmbeddingRun], int]:
+    stmt = select(EmbeddingRun)
+    count = select(func.count()).select_from(EmbeddingRun)
+    if dataset_id is not None:
+        stmt, count = stmt.where(EmbeddingRun.dataset_id == dataset_id), count.where(EmbeddingRun.dataset_id == dataset_id)
+    rows = session.scalars(stmt.order_by(EmbeddingRun.id.desc()).limit(limit).offset(offset))
+    return list(rows), session.scalar(count) or 0
+
+
+def get_sae_run(session: Session, *, run_id: int) -> SaeRun | None:
+    return session.get(SaeRun, run_id)

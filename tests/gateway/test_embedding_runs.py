@@ -1,0 +1,63 @@
+"""Embedding runs through the gateway: the job, the embedder (in-process ASGI/worker), the shards."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+async def upload_notes(client, auth, n: int = 40) -> int:  # noqa: ANN001
+    long_tail = " ".join(["bronchiolite con wheezing e rientramenti"] * 80)  # over one 256-token window
+    rows = [f"N{i},visita numero {i} per tosse e febbre" + (f" {long_tail}" if i % 7 == 0 else "") for i in range(n)]
+    body = ("id,text\n" + "\n".join(rows) + "\n").encode()
+    resp = await client.post("/api/v1/datasets", files={"file": ("n.csv", body)}, headers=auth)
+    assert resp.status_code == 201, resp.text
+    return resp.json()["id"]
+
+
+async def wait_run(client, auth, run_id: int, timeout: float = 120) -> dict:  # noqa: ANN001
+    async with asyncio.timeout(timeout):
+        while True:
+            run = (await client.get(f"/api/v1/embedding-runs/{run_id}", headers=auth)).json()
+            if run["status"] in ("succeeded", "failed", "cancelled"):
+                return run
+            await asyncio.sleep(0.2)
+
+
+async def test_embedding_run_end_to_end(app, client, auth) -> None:  # noqa: ANN001
+    ds_id = await upload_notes(client, auth)
+    resp = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "shard_size": 16}, headers=auth)
+    assert resp.status_code == 202, resp.text
+    run = await wait_run(client, auth, resp.json()["id"])
+    assert run["status"] == "succeeded", run
+    assert run["dim"] == 384 and run["n_documents"] == 40 and run["n_chunks"] > 40
+    assert run["result"]["chunks_per_doc_histogram"]["1"] == 34
+    job = (await client.get(f"/api/v1/jobs/{run['job_id']}", headers=auth)).json()
+    assert job["status"] == "succeeded" and job["progress"]["done"] == 40 and job["progress"]["total"] == 40
+    shards = [np.load(app.state.store.local_path(s["uri"])) for s in run["result"]["shards"]]
+    vectors = np.concatenate(shards)
+    assert vectors.shape == (40, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    # The same work asked again is the same run (200), not a second one.
+    again = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "shard_size": 16}, headers=auth)
+    assert again.status_code == 200 and again.json()["id"] == run["id"]
+    listing = (await client.get(f"/api/v1/embedding-runs?dataset_id={ds_id}", headers=auth)).json()
+    assert listing["total"] == 1
+
+
+async def test_embedding_run_bad_input(app, client, auth) -> None:  # noqa: ANN001
+    ds_id = await upload_notes(client, auth, n=3)
+    missing = await client.post("/api/v1/embedding-runs", json={"dataset_id": 999}, headers=auth)
+    assert missing.status_code == 422 and missing.json()["field"] == "dataset_id"
+    bad_model = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "model": "/no/such/model"},
+                                  headers=auth)
+    assert bad_model.status_code == 422 and "/no/such/model" in bad_model.json()["detail"]
+    assert bad_model.json()["field"] == "model"
+    bad_pooling = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "pooling": "max"}, headers=auth)
+    assert bad_pooling.status_code == 422 and "pooling" in bad_pooling.json()["field"]
+    runs = (await client.get("/api/v1/embedding-runs", headers=auth)).json()
+    assert runs["total"] == 0
