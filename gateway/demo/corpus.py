@@ -1195,7 +1195,7 @@ def _write(d: _Draft) -> None:
     _reason(d)
     _history(d)
     _exam(d)
-    if rng.random() < 0.55 + 0.15 * depth:
+    if rng.random() < 0.8 + 0.05 * depth:
         _vitals(d)
     _tests(d)
     _course(d)
