@@ -1,0 +1,140 @@
+"""Embedding runs: shard layout, resume, provenance, and the typed input errors."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from artifacts import ArtifactStore
+from contracts.embed import CHUNK_ARRAYS, EmbedJobPayload, EmbeddingRunSpec
+from services.embedder.config import EmbedderSettings
+from services.embedder.encoder import embed_texts
+from services.embedder.errors import (
+    EmbedderInputError,
+    EmptyDatasetError,
+    RunCancelledError,
+    RunSpecMismatchError,
+    UnknownModelError,
+)
+from services.embedder.models import LoadedModel, ModelCache
+from services.embedder.runs import run_embedding
+from services.embedder.shards import shard_keys
+
+SPEC = EmbeddingRunSpec(max_length=18, shard_size=4, batch_tokens=120)
+
+
+def payload(uri: str, spec: EmbeddingRunSpec = SPEC, prefix: str = "embedding-runs/7") -> EmbedJobPayload:
+    return EmbedJobPayload(run_id=7, snapshot_uri=uri, artifact_prefix=prefix, spec=spec)
+
+
+def load_vectors(store: ArtifactStore, result) -> np.ndarray:
+    return np.concatenate([np.load(io.BytesIO(store.read_bytes(s.uri))) for s in result.shards])
+
+
+def test_run_writes_shards_equal_to_direct_embedding(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache, lm: LoadedModel
+) -> None:
+    texts = make_corpus(11)
+    snap = snapshot(texts)
+    progress = []
+    result = run_embedding(payload(snap.uri), store, settings=settings, models=models, on_progress=progress.append)
+    assert (result.n_documents, result.dim, result.max_length) == (11, 384, 18)
+    assert (result.shards_computed, result.shards_reused) == (3, 0)
+    assert [s.uri.rsplit("/", 2)[-2:] for s in result.shards] == [
+        ["embeddings", f"shard-{i:05d}.npy"] for i in range(3)
+    ]
+    vectors = load_vectors(store, result)
+    direct = embed_texts(lm.with_max_length(18), texts)
+    torch.testing.assert_close(torch.from_numpy(vectors), torch.from_numpy(direct.vectors), rtol=1e-4, atol=1e-5)
+    assert result.n_chunks == int(direct.n_chunks.sum())
+    assert result.n_tokens == int(direct.n_tokens.sum())
+    assert sum(result.chunks_per_doc_histogram.values()) == 11
+    assert progress[-1].done == progress[-1].total == 11
+    assert [p.done for p in progress] == sorted(p.done for p in progress)
+
+    with np.load(io.BytesIO(store.read_bytes(result.chunks[1].uri))) as z:
+        assert set(z.files) == set(CHUNK_ARRAYS)
+        assert z["vectors"].dtype == np.float16 and z["vectors"].shape[1] == 384
+        assert set(z["position"].tolist()) == {4, 5, 6, 7}
+        mine = z["position"] == 5
+        starts, ends = z["char_start"][mine], z["char_end"][mine]
+    assert len(starts) > 1 and texts[5][starts[0] : ends[-1]] == texts[5]
+    assert all(texts[5][e:s].strip() == "" for e, s in zip(ends[:-1], starts[1:])), "spans tile the text"
+
+
+def test_rerun_reuses_shards_and_recomputes_only_missing(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    snap = snapshot(make_corpus(11))
+    first = run_embedding(payload(snap.uri), store, settings=settings, models=models)
+    again = run_embedding(payload(snap.uri), store, settings=settings, models=models)
+    assert (again.shards_computed, again.shards_reused) == (0, 3)
+    assert again.shards == first.shards and again.chunks == first.chunks
+    assert again.chunks_per_doc_histogram == first.chunks_per_doc_histogram
+
+    emb_key, _ = shard_keys("embedding-runs/7", 1)
+    store.delete(emb_key)
+    with store.open_write(emb_key + ".bogus") as f:  # unrelated file is ignored
+        f.write(b"x")
+    store.fs.pipe(store.local_path(emb_key) + ".tmp-deadbeef", b"half a file")  # killed writer's leftover
+    resumed = run_embedding(payload(snap.uri), store, settings=settings, models=models)
+    assert (resumed.shards_computed, resumed.shards_reused) == (1, 2)
+    assert np.array_equal(load_vectors(store, resumed), load_vectors(store, first))
+
+
+def test_unknown_model_names_the_path(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    snap = snapshot(make_corpus(3))
+    spec = EmbeddingRunSpec(model="/no/such/model-dir")
+    with pytest.raises(UnknownModelError, match="/no/such/model-dir") as info:
+        run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
+    assert isinstance(info.value, EmbedderInputError) and isinstance(info.value, ValueError)
+
+
+def test_empty_dataset(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    snap = snapshot([])
+    with pytest.raises(EmptyDatasetError, match="no documents"):
+        run_embedding(payload(snap.uri), store, settings=settings, models=models)
+
+
+def test_missing_snapshot(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    with pytest.raises(EmbedderInputError, match="does not exist"):
+        run_embedding(payload(store.uri("datasets/9/none.parquet")), store, settings=settings, models=models)
+
+
+def test_max_length_beyond_the_model(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    snap = snapshot(make_corpus(3))
+    with pytest.raises(EmbedderInputError, match="max_length 4096"):
+        run_embedding(payload(snap.uri, EmbeddingRunSpec(max_length=4096)), store, settings=settings, models=models)
+
+
+def test_other_spec_on_same_prefix_is_refused(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    snap = snapshot(make_corpus(5))
+    run_embedding(payload(snap.uri), store, settings=settings, models=models)
+    other = SPEC.model_copy(update={"pooling": "cls"})
+    with pytest.raises(RunSpecMismatchError, match="new artifact prefix"):
+        run_embedding(payload(snap.uri, other), store, settings=settings, models=models)
+
+
+def test_should_stop_cancels_between_batches(
+    store: ArtifactStore, snapshot, make_corpus, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    snap = snapshot(make_corpus(11))
+    calls = iter(range(100))
+    with pytest.raises(RunCancelledError):
+        run_embedding(payload(snap.uri), store, settings=settings, models=models,
+                      should_stop=lambda: next(calls) >= 3)
+    written = store.list("embedding-runs/7/embeddings")
+    assert len(written) < 3
