@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from gateway.config import GatewaySettings, get_settings
 
@@ -137,6 +137,60 @@ def import_file(
     finally:
         work.unlink(missing_ok=True)
     return ds
+
+
+@app.command()
+def embed(
+    dataset: Annotated[int, typer.Argument(help="Dataset id.")],
+    model: Annotated[str, typer.Option(help="Local model directory, cached hub id, or 'default'.")] = "default",
+    pooling: Annotated[str, typer.Option(help="mean | mean_content | cls")] = "mean",
+    max_length: Annotated[int | None, typer.Option(help="Override the model's window (tokens).")] = None,
+    shard_size: Annotated[int, typer.Option(help="Documents per checkpointed shard.")] = 2048,
+) -> None:
+    """Embed DATASET (chunk-and-average), with a progress bar; resumes an interrupted run."""
+    import asyncio
+
+    from contracts.runs import EmbeddingRunCreate
+    from gateway.app import create_app
+    from gateway.domain.auth.service import Principal
+    from gateway.domain.runs.embedding import RunInputError, create_embedding_run
+
+    settings = get_settings()
+    application = create_app(settings, configure_logs=False)
+    body = EmbeddingRunCreate(dataset_id=dataset, model=model, pooling=pooling, max_length=max_length, shard_size=shard_size)
+    try:
+        run, created = asyncio.run(create_embedding_run(application.state, body, Principal(None, "cli"), None))
+    except RunInputError as exc:
+        console.print(f"[red]refused:[/] {exc.message}")
+        raise typer.Exit(2) from None
+    console.print(f"embedding run [bold]{run.id}[/] ({'started' if created else 'already exists'})")
+    job = follow_job(application.state.factory, run.job_id)
+    application.state.runner.shutdown()
+    if job.status != "succeeded":
+        console.print(f"[red]{job.status}[/]: {job.error or ''}")
+        raise typer.Exit(1)
+    result = job.result or {}
+    console.print(f"done: {result.get('n_documents', 0):,} documents, {result.get('n_chunks', 0):,} chunks")
+
+
+def follow_job(factory, job_id: str):  # noqa: ANN001, ANN201
+    """Show a job's progress until it ends; returns its final row."""
+    import time
+
+    from gateway.domain.jobs import repo as job_repo
+
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[rate]}"), TimeRemainingColumn()]
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("embedding", total=None, rate="")
+        while True:
+            with factory() as session:
+                job = job_repo.get_job(session, job_id=job_id)
+            bar.update(task, completed=job.progress_done, total=job.progress_total,
+                       rate=f"{job.rate:.1f} {job.progress_unit}/s" if job.rate else "")
+            if job.status in ("succeeded", "failed", "cancelled"):
+                return job
+            time.sleep(0.5)
 
 
 @app.command()

@@ -7,7 +7,13 @@ from urllib.parse import urlparse
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import BaseModel
+from markupsafe import Markup
+from pydantic import BaseModel, ValidationError
+
+from contracts.runs import EmbeddingRunCreate
+from gateway.dashboard.charts import Bar, bar_chart_svg
+from gateway.domain.runs import repo as run_repo
+from gateway.domain.runs.embedding import RunInputError, create_embedding_run
 
 from gateway.api.v1.datasets import receive_and_import
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
@@ -105,7 +111,8 @@ def dataset_page(
     if ds is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"dataset {dataset_id} not found")
     docs, total = dataset_repo.list_documents(session, dataset_id=ds.id, limit=PAGE_SIZE, offset=offset)
-    ctx = {"dataset": ds, "documents": docs, "pager": Pager(offset=offset, limit=PAGE_SIZE, total=total)}
+    runs, _ = run_repo.list_embedding_runs(session, limit=50, offset=0, dataset_id=ds.id)
+    ctx = {"dataset": ds, "documents": docs, "pager": Pager(offset=offset, limit=PAGE_SIZE, total=total), "runs": runs}
     template = "partials/_documents.html" if request.headers.get("hx-request") else "pages/dataset.html"
     return render(request, template, ctx)
 
@@ -117,3 +124,37 @@ def jobs_page(request: Request, session: SessionDep, _: CurrentUser) -> Response
     active = any(j.status in ("queued", "running") for j in jobs)
     template = "partials/_jobs.html" if request.headers.get("hx-request") else "pages/jobs.html"
     return render(request, template, {"jobs": jobs, "total": total, "active": active})
+
+
+@router.post("/datasets/{dataset_id}/embed", response_class=HTMLResponse)
+async def start_embedding(
+    request: Request, dataset_id: int, principal: CurrentUser, rid: RequestId,
+    model: Annotated[str, Form()] = "default", pooling: Annotated[str, Form()] = "mean",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    try:
+        body = EmbeddingRunCreate(dataset_id=dataset_id, model=model.strip() or "default", pooling=pooling)
+        run, _ = await create_embedding_run(request.app.state, body, principal, rid)
+    except (RunInputError, ValidationError) as exc:
+        message = exc.message if isinstance(exc, RunInputError) else str(exc.errors()[0]["msg"])
+        return render(request, "partials/_flash.html", {"error": message}, status_code=422)
+    return Response(status_code=200, headers={"HX-Redirect": f"/embedding-runs/{run.id}"})
+
+
+@router.get("/embedding-runs/{run_id}", response_class=HTMLResponse)
+def embedding_run_page(request: Request, run_id: int, session: SessionDep, _: CurrentUser) -> Response:
+    run = run_repo.get_embedding_run(session, run_id=run_id)
+    if run is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"embedding run {run_id} not found")
+    ds = dataset_repo.get_dataset(session, dataset_id=run.dataset_id)
+    job = job_repo.get_job(session, job_id=run.job_id) if run.job_id else None
+    hist = (run.result or {}).get("chunks_per_doc_histogram", {})
+    chart = bar_chart_svg(
+        [Bar(k, v) for k, v in sorted(hist.items(), key=lambda kv: int(kv[0]))],
+        title="Documents by number of chunks", x_label="chunks per document", y_label="documents",
+    )
+    ctx = {"run": run, "dataset": ds, "job": to_out(job) if job else None, "chart": Markup(chart),
+           "active": run.status in ("queued", "running")}
+    template = "partials/_embedding_run.html" if request.headers.get("hx-request") else "pages/embedding_run.html"
+    return render(request, template, ctx)

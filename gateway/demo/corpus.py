@@ -457,7 +457,7 @@ _SENTENCE = {
         "Riferito ricovero per {c} a {ep}, risolt{x} senza esiti.", "Storia di {c} (a {ep}).",
         "Precedente episodio di {c} a {ep}, guarit{x}.", "Nel {year} {c}, trattat{x} a "
         "domicilio.", "Ha avuto {c} all'età di {ep}.",
-        "Visto in passato per {c} a {ep}, risolt{x}.",
+        "Vist{o} in passato per {c} a {ep}, risolt{x}.",
     ),
 }
 _BARE = {  # what follows a "Diagnosi:" header
@@ -797,7 +797,8 @@ def _reason(d: _Draft) -> None:
     else:
         templates = _REASON[d.setting] + ("{sx} {dur}.",)
     template = rng.choice(templates)
-    dur = _fill(rng.choice(p.cond.onset or _DURATION), d.ctx) if p.status != "history" else ""
+    onset = p.cond.onset or _DURATION
+    dur = _fill(rng.choice(onset), d.ctx) if p.status != "history" else ""
     code = rng.choice(("verde", "verde", "giallo", "bianco", "azzurro"))
     sentence = template.format_map({**d.ctx, "sx": sx, "dur": dur, "code": code})
     sentence = sentence.replace(" .", ".").replace("  ", " ").replace(". " + sx, ". " + _cap(sx))
@@ -810,8 +811,8 @@ def _reason(d: _Draft) -> None:
 
 _TIMELINE = ("Da {days} giorni {s1}, successivamente {s2}.", "Esordio con {s1}, poi {s2}.",
              "Ieri comparsa di {s1}.", "Nella notte peggioramento con {s1}.",
-             "{gen} riferisce {s1} da alcuni giorni.", "Da {days} gg {s1} ingravescente.", "{s1} da {days} giorni, "
-             "con {s2}.")
+             "{gen} riferisce {s1} da alcuni giorni.", "Da {days} gg {s1} ingravescente.",
+             "{s1} da {days} giorni, con {s2}.")
 _HOME = ("Febbre max {tmax} °C.", "Non febbre.", "Alimentazione ridotta (circa metà dei pasti).",
          "Alimentazione conservata.", "Diuresi conservata.", "Diuresi ridotta ({count} pannolini "
          "nelle ultime 24 ore).", "A domicilio paracetamolo con parziale beneficio.",
@@ -847,8 +848,8 @@ def _history(d: _Draft) -> None:
             d.add("history", template)
     past = [m for m in [p, *d.secondaries] if m.status == "history"]
     rng.shuffle(past)
-    for m in past:
-        d.mention("history", m, _SENTENCE["history"])
+    for m, template in zip(past, rng.sample(_SENTENCE["history"], len(past))):
+        d.mention("history", m, (template,))
     if not past and rng.random() < 0.2 + 0.25 * depth:
         d.add("history", rng.choice(_REMOTE))
     if depth >= 2 and rng.random() < 0.3:
@@ -1003,6 +1004,8 @@ def _ward_events(d: _Draft, k: int) -> list[str]:
     pool = list(_WARD)
     if "resp" in cond.system or "airway" in cond.system:
         pool += _WARD_RESP
+    if d.setting != "reparto":  # hours in PS or a check-up, not a night on the ward
+        pool = [e for e in pool if not any(w in e for w in ("notte", "sonno", "giro", "24 ore"))]
     events = d.pick(pool, rng.randint(1, 3 if k > 1 else 2))
     if d.primary.status in ("confirmed", "suspected") and rng.random() < 0.7:
         own = rng.choice(_WARD_OWN).format(symptom=rng.choice(cond.symptoms),

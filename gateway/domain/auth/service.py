@@ -24,7 +24,7 @@ KEY_SCHEME = "prisma"
 class Principal:
     """Who is calling: the key's id and name (the actor of audit events)."""
 
-    key_id: int
+    key_id: int | None
     name: str
 
 
