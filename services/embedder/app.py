@@ -44,14 +44,15 @@ SettingsDep = Annotated[EmbedderSettings, Depends(_settings)]
 ModelsDep = Annotated[ModelCache, Depends(_models)]
 
 
-def create_app(settings: EmbedderSettings | None = None) -> FastAPI:
-    """The embedder app; models load lazily, once, on first use."""
+def create_app(settings: EmbedderSettings | None = None, *, models: ModelCache | None = None) -> FastAPI:
+    """The embedder app; models load lazily, once, on first use (or come from `models`, shared)."""
     settings = settings or get_settings()
     app = FastAPI(title="Prisma embedder", version="0.1.0",
                   description="Text -> vectors with chunk-and-average (no token dropped).")
     app.state.settings = settings
-    app.state.models = ModelCache(device=settings.device, precision=settings.precision,
-                                  default_model=settings.default_model)
+    app.state.models = models or ModelCache(
+        device=settings.device, precision=settings.precision, default_model=settings.default_model
+    )
     configure_threads(settings.threads)
     protected = [Depends(require_token)]
 

@@ -1,0 +1,90 @@
+"""The embedder's HTTP API through an in-process ASGI transport."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+from pydantic import SecretStr
+
+from services.embedder.app import create_app
+from services.embedder.config import EmbedderSettings
+from services.embedder.encoder import embed_texts
+from services.embedder.models import LoadedModel, ModelCache
+
+pytestmark = pytest.mark.anyio
+
+
+def client(settings: EmbedderSettings, models: ModelCache) -> httpx.AsyncClient:
+    app = create_app(settings, models=models)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://embedder")
+
+
+async def test_embed_returns_model_vectors(settings, models, lm: LoadedModel) -> None:
+    texts = ["Bronchiolitis confirmed.", "fever " * 300]  # the second is chunked (> 254 tokens)
+    async with client(settings, models) as c:
+        r = await c.post("/embed", json={"texts": texts})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["model"] == "default" and body["dim"] == 384
+    assert body["n_chunks"] == [1, 2]
+    assert body["n_tokens"][1] == 300 + 2 * 2
+    np.testing.assert_allclose(np.array(body["vectors"]), embed_texts(lm, texts).vectors, rtol=1e-4, atol=1e-5)
+    assert np.allclose(np.linalg.norm(body["vectors"], axis=1), 1.0, atol=1e-5)
+
+
+async def test_embed_options_cls_unnormalised(settings, models) -> None:
+    async with client(settings, models) as c:
+        r = await c.post("/embed", json={"texts": ["fever"], "pooling": "cls", "normalize": False})
+    assert r.status_code == 200
+    assert abs(np.linalg.norm(r.json()["vectors"][0]) - 1.0) > 1e-3
+
+
+async def test_text_over_the_limit_is_413_naming_it(settings, models) -> None:
+    async with client(settings, models) as c:
+        r = await c.post("/embed", json={"texts": ["ok", "x" * 2500]})
+    assert r.status_code == 413
+    assert r.json()["detail"] == "text 1 has 2500 characters; the limit is 2000 per text"
+
+
+async def test_too_many_texts_is_413(settings, models) -> None:
+    async with client(settings, models) as c:
+        r = await c.post("/embed", json={"texts": ["a"] * 9})
+    assert r.status_code == 413
+    assert "9 texts" in r.json()["detail"] and "limit is 8" in r.json()["detail"]
+
+
+async def test_unknown_model_is_404_naming_it(settings, models) -> None:
+    async with client(settings, models) as c:
+        r = await c.post("/embed", json={"texts": ["a"], "model": "/srv/models/nope"})
+    assert r.status_code == 404
+    assert "/srv/models/nope" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("body", [{"texts": []}, {"texts": ["a"], "pooling": "max"}, {"text": "a"}])
+async def test_malformed_request_is_422(settings, models, body) -> None:
+    async with client(settings, models) as c:
+        r = await c.post("/embed", json=body)
+    assert r.status_code == 422
+
+
+async def test_default_model_info(settings, models) -> None:
+    async with client(settings, models) as c:
+        r = await c.get("/models/default")
+        schema = await c.get("/openapi.json")
+    assert r.status_code == 200
+    info = r.json()
+    assert (info["name"], info["dim"], info["max_length"], info["n_special"]) == ("default", 384, 256, 2)
+    assert info["path"].endswith("model") and info["precision"] == "fp32"
+    assert "/embed" in schema.json()["paths"]
+
+
+async def test_service_token_required_except_health(settings, models) -> None:
+    secured = settings.model_copy(update={"service_token": SecretStr("s3cret")})
+    async with client(secured, models) as c:
+        assert (await c.get("/health")).status_code == 200
+        assert (await c.post("/embed", json={"texts": ["a"]})).status_code == 401
+        wrong = {"Authorization": "Bearer nope"}
+        assert (await c.get("/models/default", headers=wrong)).status_code == 401
+        ok = await c.post("/embed", json={"texts": ["a"]}, headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
