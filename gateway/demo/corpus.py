@@ -590,7 +590,8 @@ class _Draft:
 
 _AGE_BOUND_WORDS = (("poppat", 0, 18), ("nido", 0, 36), ("pannolin", 0, 36),
                     ("scuola dell'infanzia", 30, 72), ("fontanella", 0, 18), ("lattante", 0, 12),
-                    ("scuola", 36, 999), ("sport", 60, 999))
+                    ("scuola", 36, 999), ("sport", 60, 999), ("cefalea", 36, 999),
+                    ("russamento", 24, 999), ("ricorrente", 36, 999))
 
 
 @functools.cache
@@ -820,6 +821,9 @@ _HOME = ("Febbre max {tmax} °C.", "Non febbre.", "Alimentazione ridotta (circa 
          "dell'infanzia.", "Fratello con sintomi simili.", "Contatti con familiari con sintomi "
          "respiratori.", "Non viaggi recenti.", "Alvo regolare.", "Sonno disturbato.",
          "Nessun farmaco assunto prima dell'accesso.")
+_ROUTINE = ("Alimentazione conservata.", "Diuresi conservata.", "Alvo regolare.",
+            "Non viaggi recenti.", "Frequenta il nido.", "Frequenta la scuola dell'infanzia.",
+            "Frequenta la scuola.", "Non fumatori in casa.", "Vaccinazioni in regola.")
 _REMOTE = ("APR: negativa.", "APR: muta.", "APR: nulla di rilevante.", "Anamnesi patologica "
            "remota negativa.", "Non patologie di rilievo in anamnesi.")
 _REMOTE_EXTRA = ("Ricovero neonatale per ittero trattato con fototerapia.", "Frequenti IVAS nel "
@@ -1181,7 +1185,8 @@ def _draft(cond: _Condition, status: str, rng: random.Random) -> _Draft:
         setting = "reparto"
     kg = _median_weight(age) * rng.uniform(0.85, 1.15)
     ctx = _context(sex, age, kg, rng)
-    other_reason, other_conclusion, urgent = rng.choice(_OTHER_VISITS)
+    visits = [v for v in _OTHER_VISITS if _suits_age(v[0], age)]
+    other_reason, other_conclusion, urgent = rng.choice(visits)
     if status == "history" and not urgent:
         setting = "ambulatorio"
     ctx.update(year=str(year), date=visit_date, other_reason=_fill(other_reason, ctx),
@@ -1207,6 +1212,23 @@ def _write(d: _Draft) -> None:
     _advice(d)
     if d.profile == "very_long":
         _lengthen(d, rng.randint(620, 950))
+    _pad(d, rng.randint(40, 55))
+
+
+def _pad(d: _Draft, min_words: int) -> None:
+    """Top up a terse note with the routine sentences a real one would still carry."""
+    rng = d.rng
+    fillers = [lambda: _vitals(d) if "vitals" not in d.sections else None,
+               lambda: d.add("history", rng.choice(_ALLERGY))
+               if not any("llergi" in s for s in d.sections.get("history", [])) else None,
+               lambda: d.add("exam", rng.choice(_NORMAL["heart"]) + "."),
+               lambda: d.add("history", " ".join(d.pick(_ROUTINE, 2))),
+               lambda: d.add("advice", _cap(rng.choice(_GENERIC_ADVICE)) + ".")
+               if d.primary.status != "history" else None]
+    for filler in fillers:
+        if _words(d) >= min_words:
+            return
+        filler()
 
 
 _PAST_EVENTS = (
