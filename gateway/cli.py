@@ -238,28 +238,54 @@ def demo_corpus(
     console.print(f"wrote {n:,} notes to {path}")
 
 
+DEMO_NAME = "Demo: paediatric visit notes"
+
+
+def _demo_dataset(settings: GatewaySettings, n: int):  # noqa: ANN202
+    """The demo dataset: the one already imported in this data dir, or a freshly generated one."""
+    from sqlalchemy import select
+
+    from gateway.demo.corpus import write_csv
+    from gateway.domain.datasets.models import Dataset
+
+    with _factory(settings)() as session:
+        existing = session.scalar(select(Dataset).where(Dataset.name == DEMO_NAME).order_by(Dataset.id))
+    if existing is not None:
+        return existing
+    corpus = settings.data_dir / "demo" / "paediatric_notes.csv"
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    write_csv(corpus, n=n)
+    return import_file(settings, corpus, name=DEMO_NAME, id_column="id", label_columns="labels")
+
+
 @app.command()
 def demo(
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     n: Annotated[int, typer.Option(help="Number of demo notes.")] = 2000,
 ) -> None:
-    """Generate the demo corpus, import it, create a login key, and serve the dashboard."""
-    from gateway.demo.corpus import write_csv
+    """Generate and import the demo corpus (once), start its pipeline, and serve the dashboard."""
+    import asyncio
+    import secrets
+
+    import uvicorn
+
+    from contracts.runs import EmbeddingRunCreate
+    from gateway.app import create_app
+    from gateway.domain.auth.service import Principal
+    from gateway.domain.runs.embedding import create_embedding_run
 
     settings = get_settings()
     if not settings.embedded:
         console.print("[red]the demo runs in embedded mode: unset DATABASE_URL and REDIS_URL[/]")
         raise typer.Exit(2)
-    corpus = settings.data_dir / "demo" / "paediatric_notes.csv"
-    corpus.parent.mkdir(parents=True, exist_ok=True)
-    write_csv(corpus, n=n)
-    ds = import_file(settings, corpus, name="Demo: paediatric visit notes", id_column="id", label_columns="labels")
-    key = create_api_key(settings, f"demo-{ds.id}")
-    print(f"\nPrisma demo ready: {ds.n_documents:,} documents in dataset {ds.id}.")
+    ds = _demo_dataset(settings, n)
+    key = create_api_key(settings, f"demo-{secrets.token_hex(3)}")
+    application = create_app(settings)
+    run, _ = asyncio.run(create_embedding_run(application.state, EmbeddingRunCreate(dataset_id=ds.id), Principal(None, "demo"), None))
+    print(f"\nPrisma demo: {ds.n_documents:,} documents in dataset {ds.id}; embedding run {run.id} is {run.status}.")
     print(f"  Open   http://127.0.0.1:{port}/login")
     print(f"  Key    {key}\n", flush=True)
-    sys.stdout.flush()
-    serve(port=port)
+    uvicorn.run(application, host="127.0.0.1", port=port, log_config=None, access_log=False)
 
 
 if __name__ == "__main__":

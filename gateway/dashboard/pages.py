@@ -151,7 +151,8 @@ def embedding_run_page(request: Request, run_id: int, session: SessionDep, _: Cu
     job = job_repo.get_job(session, job_id=run.job_id) if run.job_id else None
     hist = (run.result or {}).get("chunks_per_doc_histogram", {})
     chart = bar_chart_svg(
-        [Bar(k, v) for k, v in sorted(hist.items(), key=lambda kv: int(kv[0]))],
+        # Every bin from 1 to the longest document, empty ones included, so the shape is honest.
+        [Bar(str(k), hist.get(str(k), 0)) for k in range(1, max(map(int, hist), default=0) + 1)],
         title="Documents by number of chunks", x_label="chunks per document", y_label="documents",
     )
     ctx = {"run": run, "dataset": ds, "job": to_out(job) if job else None, "chart": Markup(chart),

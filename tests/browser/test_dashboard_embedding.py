@@ -1,0 +1,54 @@
+"""In headless Chromium: start an embedding run from the dataset page, watch it, see its histogram."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.demo.corpus import write_csv
+from tests.browser.conftest import shot
+from tests.live import create_key, live_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def login(page, url: str, key: str) -> None:  # noqa: ANN001
+    page.goto(f"{url}/login")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/datasets")
+
+
+def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN001
+    data = tmp_path / "data"
+    corpus = write_csv(tmp_path / "demo.csv", n=120, seed=2)
+    with live_server(data) as (url, _):
+        key = create_key(data, "browser")
+        with corpus.open("rb") as f:
+            ds = httpx.post(f"{url}/api/v1/datasets", headers={"Authorization": f"Bearer {key}"},
+                            files={"file": ("demo.csv", f)}).json()
+        login(page, url, key)
+        page.goto(f"{url}/datasets/{ds['id']}")
+        assert "Not embedded yet" in page.content()
+        page.fill("#model", "/no/such/model")
+        page.click("text=Embed this dataset")
+        page.wait_for_selector("#embed-flash .error")
+        assert "/no/such/model" in page.locator("#embed-flash").inner_text()
+        page.console_errors.clear()  # the refused request's 422, shown in the page as intended
+
+        page.fill("#model", "default")
+        page.click("text=Embed this dataset")
+        page.wait_for_url(f"{url}/embedding-runs/*")
+        assert page.locator("h1").inner_text().startswith("Embedding run")
+        page.wait_for_selector(".status-succeeded", timeout=180_000)  # live progress polling ends here
+        assert page.locator("svg.chart rect").count() >= 1
+        assert page.locator("svg.chart title").first.text_content() == "Documents by number of chunks"
+        facts = page.locator(".facts").inner_text()
+        assert "384" in facts and "120" in facts
+        shot(page, "embedding-run")
+        page.click("nav.crumbs >> text=demo")
+        assert page.locator("#runs-h").is_visible()
+        assert page.locator("text=succeeded").count() >= 1
+        assert page.console_errors == []
