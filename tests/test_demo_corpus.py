@@ -208,6 +208,11 @@ def test_notes_are_varied_not_templated(notes):
     assert len(set(trigrams)) / len(trigrams) > 0.12
 
 
+def test_no_template_leftovers(notes):
+    for note in notes:
+        assert not re.search(r"[{}]|\.\.(?!\.)| ,|\?\.", note.text), note.text
+
+
 def test_diagnosis_phrasing_varies_per_status(notes):
     for status in ("confirmed", "suspected", "excluded", "history"):
         group = [n for n in notes if n.status == status]
@@ -323,7 +328,7 @@ def test_command_line(tmp_path, capsys):
 
 
 def test_fast():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: steady on a busy CI machine
     for _ in generate_notes(2000, seed=5):
         pass
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 1.0

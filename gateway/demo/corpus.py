@@ -30,15 +30,17 @@ CSV_FIELDS = (
 
 @dataclass(frozen=True)
 class DemoNote:
-    id: str
-    text: str
-    labels: list[str]
-    condition: str
-    status: str
+    """One synthetic visit note and its labels."""
+
+    id: str  # "PED-000123"
+    text: str  # the visit note, in Italian
+    labels: list[str]  # "condition:status" per condition mentioned, the primary first
+    condition: str  # primary condition, e.g. "bronchiolitis"
+    status: str  # primary status: confirmed | suspected | excluded | history
     age_months: int
-    sex: str
-    visit_date: str
-    setting: str
+    sex: str  # "M" | "F"
+    visit_date: str  # ISO date
+    setting: str  # "pronto soccorso" | "ambulatorio" | "reparto"
 
 
 @dataclass(frozen=True)
@@ -429,7 +431,6 @@ CONDITIONS: tuple[_Condition, ...] = (
                "in corso di febbre", ""),
     ),
 )
-_BY_KEY = {c.key: c for c in CONDITIONS}
 
 # Status phrasing. {c} condition, {C} capitalised, {x} its gender ending, {ep} age at episode.
 _SENTENCE = {
@@ -570,6 +571,7 @@ class _Draft:
     primary: _Mention
     secondaries: list[_Mention]
     sections: dict[str, list[str]] = field(default_factory=dict)
+    words: int = 0  # running word count of the sections
 
     def add(self, section: str, sentence: str, *, filler: bool = True) -> None:
         """Append a sentence; filler (not a status cue) may carry typos."""
@@ -577,10 +579,11 @@ class _Draft:
         if filler and self.typo_rate:
             text = _typos(text, self.typo_rate, self.rng)
         self.sections.setdefault(section, []).append(text)
+        self.words += text.count(" ") + 1
 
     def pick(self, pool: Sequence[str], k: int) -> list[str]:
         """Up to k distinct phrases from the pool that suit the child's age."""
-        fitting = [t for t in pool if _suits_age(t, self.age)]
+        fitting = _fitting(tuple(pool), self.age)
         return self.rng.sample(fitting, min(k, len(fitting)))
 
     def mention(self, section: str, m: _Mention, pool: Sequence[str]) -> None:
@@ -594,7 +597,7 @@ _AGE_BOUND_WORDS = (("poppat", 0, 18), ("nido", 0, 36), ("pannolin", 0, 36),
                     ("russamento", 24, 999), ("ricorrente", 36, 999))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)
 def _age_bounds(text: str) -> tuple[int, int]:
     """Ages in months [lo, hi) at which a phrase makes sense ("poppate" only for infants)."""
     bounds = [(lo, hi) for word, lo, hi in _AGE_BOUND_WORDS if word in text]
@@ -604,6 +607,11 @@ def _age_bounds(text: str) -> tuple[int, int]:
 def _suits_age(text: str, age: int) -> bool:
     lo, hi = _age_bounds(text)
     return lo <= age < hi
+
+
+@functools.lru_cache(maxsize=16384)
+def _fitting(pool: tuple[str, ...], age: int) -> tuple[str, ...]:
+    return tuple(t for t in pool if _suits_age(t, age))
 
 
 def _fill(template: str, ctx: dict[str, str]) -> str:
@@ -1021,14 +1029,16 @@ def _ward_events(d: _Draft, k: int) -> list[str]:
 
 def _ward_day(d: _Draft, k: int) -> None:
     rng = d.rng
-    vitals = [v.rstrip(".") for v in d.pick(_vital_signs(d, 0.2, 0.2), 2)]
+    signs = _vital_signs(d, 0.2, 0.2)
+    vitals = rng.sample(signs, min(2, len(signs)))
     if d.setting == "reparto":
         label = rng.choice(_DAY).format(k=k)
     elif d.setting == "pronto soccorso":
         label = f"Rivalutazione dopo {k * 2} ore"
     else:
         label = f"Controllo a {k * 2} giorni"
-    d.add("course", f"{label}: {', '.join(_ward_events(d, k))}; {', '.join(vitals)}.")
+    measured = ", ".join(vitals).rstrip(".")
+    d.add("course", f"{label}: {', '.join(_ward_events(d, k))}; {measured}.")
 
 
 def _home_days(d: _Draft, days: int) -> list[str]:
@@ -1226,7 +1236,7 @@ def _pad(d: _Draft, min_words: int) -> None:
                lambda: d.add("advice", _cap(rng.choice(_GENERIC_ADVICE)) + ".")
                if d.primary.status != "history" else None]
     for filler in fillers:
-        if _words(d) >= min_words:
+        if d.words >= min_words:
             return
         filler()
 
@@ -1300,13 +1310,9 @@ def _lengthen(d: _Draft, target_words: int) -> None:
         for line in lines:
             d.add("history", line)
     day = len(d.sections.get("course", []))
-    while _words(d) < target_words and day < (14 if d.setting == "reparto" else 5):
+    while d.words < target_words and day < (14 if d.setting == "reparto" else 5):
         day += 1
         _ward_day(d, day)
-
-
-def _words(d: _Draft) -> int:
-    return sum(len(s.split()) for sentences in d.sections.values() for s in sentences)
 
 
 def _episode_ctx(d: _Draft, m: _Mention) -> dict[str, str]:
