@@ -107,7 +107,7 @@ class SparsifyRun:
         self.since_fired += x.shape[0]
         self.since_fired[out.latent_indices.flatten()] = 0
         self.step += 1
-        return float(out.fvu)
+        return float(out.fvu.detach())
 
     @torch.no_grad()
     def encode_decode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,13 +122,16 @@ def prisma_encode_decode(trainer: SaeTrainer, x: torch.Tensor):
 
 
 def evaluate(encode_decode, x_train: torch.Tensor, x_hold: torch.Tensor, n: int) -> dict:
-    """Hold-out FVU and the share of latents firing on no training document."""
-    recon, _ = encode_decode(x_hold)
-    fvu = float((x_hold - recon).pow(2).sum() / (x_hold - x_hold.mean(0)).pow(2).sum())
+    """FVU on the hold-out and on the whole training split; share of latents firing on no training document."""
+    def fvu(x: torch.Tensor) -> float:
+        recon, _ = encode_decode(x)
+        return round(float((x - recon).pow(2).sum() / (x - x.mean(0)).pow(2).sum()), 5)
+
     fired = torch.zeros(n, dtype=torch.bool)
     for start in range(0, x_train.shape[0], 1024):
         fired[encode_decode(x_train[start:start + 1024])[1]] = True
-    return {"fvu_holdout": round(fvu, 5), "dead_fraction": round(1 - float(fired.float().mean()), 5)}
+    return {"fvu_holdout": fvu(x_hold), "fvu_train": fvu(x_train),
+            "dead_fraction": round(1 - float(fired.float().mean()), 5)}
 
 
 def bench_training(steps: int, block: int = 50) -> dict:
@@ -149,8 +152,7 @@ def bench_training(steps: int, block: int = 50) -> dict:
     samples = steps * prisma.batch_size
     n = prisma.sae.num_latents
     ours = {"samples_per_s": round(samples / seconds["prisma"], 1), "seconds": round(seconds["prisma"], 2),
-            **evaluate(lambda v: prisma_encode_decode(prisma, v), x_train, x_hold, n),
-            "train_fvu_last_step": round(prisma.curve[-1]["fvu"], 5)}
+            **evaluate(lambda v: prisma_encode_decode(prisma, v), x_train, x_hold, n)}
     theirs = {"samples_per_s": round(samples / seconds["sparsify"], 1),
               "seconds": round(seconds["sparsify"], 2), **evaluate(peer.encode_decode, x_train, x_hold, n)}
     ratio = ours["samples_per_s"] / theirs["samples_per_s"]
@@ -166,7 +168,8 @@ def bench_training(steps: int, block: int = 50) -> dict:
         "prisma": ours, "sparsify": {**theirs, "version": peer.version},
         "speed_ratio": round(ratio, 3), "fvu_relative_difference": round(fvu_rel, 4),
         "goals": {"speed_ratio_ge_1": ratio >= 1.0, "fvu_within_2pct_of_peer": fvu_rel <= 0.02,
-                  "fvu_le_0.20": ours["fvu_holdout"] <= 0.20, "dead_lt_5pct": ours["dead_fraction"] < 0.05},
+                  "fvu_holdout_le_0.20": ours["fvu_holdout"] <= 0.20,
+                  "fvu_train_le_0.20": ours["fvu_train"] <= 0.20, "dead_lt_5pct": ours["dead_fraction"] < 0.05},
     }
 
 

@@ -19,6 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
+ENCODER_INIT_NORM = 3 ** -0.5
+
+
 class EncoderOutput(NamedTuple):
     top_acts: Tensor
     """[B, k] activations of the top-k latents, ≥ 0."""
@@ -108,8 +111,9 @@ class TopKSae(nn.Module):
         self.W_dec = nn.Parameter(w_dec.to(device))
         self.b_dec = nn.Parameter(torch.zeros(d, device=device, dtype=dtype))
         self.set_decoder_norm_to_unit_norm()
-        with torch.no_grad():  # encoder initialised as the decoder's transpose
-            self.encoder.weight.copy_(self.W_dec)
+        with torch.no_grad():  # encoder initialised as the decoder's transpose, rows of norm 1/√3:
+            # the norm of sparsify's (nn.Linear) encoder rows; unit rows trained worse (bench/sae.py)
+            self.encoder.weight.copy_(self.W_dec * ENCODER_INIT_NORM)
             self.encoder.bias.zero_()
 
     @property

@@ -105,7 +105,7 @@ def test_no_dead_latents_no_auxk():
 def test_decoder_norm_and_parallel_gradient():
     sae = TopKSae(5, 17, 3, seed=2)
     torch.testing.assert_close(sae.W_dec.norm(dim=1), torch.ones(17))
-    torch.testing.assert_close(sae.encoder.weight, sae.W_dec)  # encoder = decoder transpose
+    torch.testing.assert_close(sae.encoder.weight, sae.W_dec * 3 ** -0.5)  # encoder ∝ decoder transpose
     sae(torch.randn(9, 5)).fvu.backward()
     sae.remove_gradient_parallel_to_decoder_directions()
     torch.testing.assert_close((sae.W_dec.grad * sae.W_dec).sum(1), torch.zeros(17), atol=1e-6, rtol=0)
