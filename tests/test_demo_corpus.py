@@ -45,7 +45,7 @@ CUES = {
         r"(?<!non )compatibile con {B}", r"diagnosi (?:confermata )?di {B}", r"depone per {B}",
         r"presenta {B}", r"tipico di {B}", r"{B} (?:in atto|confermat[ao]|\(diagnosi clinica\))",
         r"si associa {B}", r"(?<!esclude )concomitante {B}", r"associata {B}",
-        r"riscontro di {B}",
+        r"quadro di {B}",
         r"(?:diagnosi|dx|conclusioni|conclusione diagnostica|in conclusione|diagnosi di "
         r"dimissione)\s*:?\s*{B}\s*(?:\.|$)",
     ),

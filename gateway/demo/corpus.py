@@ -471,7 +471,7 @@ _LABELLED = ("Diagnosi: {b}.", "Dx: {b}.", "Conclusioni: {b}.", "In conclusione:
              "Diagnosi di dimissione: {b}.")
 _SECONDARY_ACTIVE = {
     "confirmed": ("Si associa {c}.", "Concomitante {c}.", "Associata {c}.",
-                  "All'EO riscontro di {c} associat{x}."),
+                  "Concomitante quadro di {c}."),
     "suspected": ("Si associa sospett{x} {c}.", "Non si esclude concomitante {c}.",
                   "Possibile {c} associat{x}, da rivalutare."),
 }
@@ -1076,7 +1076,7 @@ def _primary_diagnosis(d: _Draft) -> None:
         d.add("diagnosis", template.replace("{b}", bare).replace("?.", "?"), filler=False)
     else:
         d.mention("diagnosis", p, _SENTENCE[p.status])
-    if p.status == "excluded":
+    if p.status == "excluded" and not any(m.status == "confirmed" for m in d.secondaries):
         alt = rng.choice(p.cond.alternatives)
         d.add("diagnosis", rng.choice(_ALTERNATIVE).replace("{alt}", alt))
 
