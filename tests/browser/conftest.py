@@ -13,8 +13,10 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "_artifacts" / "screenshots"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """Per module: Playwright's sync API keeps an event loop running in the main thread while it
+    is open, which would break the async tests of later modules."""
     if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
         pytest.fail("Debian chromium is not installed: `make test` installs it (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
