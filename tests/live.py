@@ -29,27 +29,46 @@ def prisma_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def _start(data_dir: Path, log_path: Path | None, env: dict[str, str]) -> tuple[str, subprocess.Popen, Path]:
+    """Start `prisma serve` on a free port and wait for /health (60 s)."""
+    port = free_port()
+    log_file = log_path or data_dir.parent / f"server-{port}.log"
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            [PRISMA, "serve", "--port", str(port)], env=prisma_env(data_dir, **env), stdout=log,
+            stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_file.read_text(errors="replace")[-3000:]
+            raise ServerDied(f"prisma serve exited with {proc.returncode}; its log ends:\n{tail}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return url, proc, log_file
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError("prisma serve did not answer /health in 60 s")
+
+
+class ServerDied(RuntimeError):
+    pass
+
+
 @contextmanager
 def live_server(data_dir: Path, *, log_path: Path | None = None, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    port = free_port()
-    log = open(log_path or data_dir.parent / f"server-{port}.log", "wb")
-    proc = subprocess.Popen(
-        [PRISMA, "serve", "--port", str(port)], env=prisma_env(data_dir, **env), stdout=log, stderr=subprocess.STDOUT,
-        cwd=REPO_ROOT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    # A port found free can be taken by another socket before the server binds it: retry on
+    # a new port when the server dies at start-up (the log is in the error if it keeps dying).
+    for attempt in range(3):
+        try:
+            url, proc, _ = _start(data_dir, log_path, env)
+            break
+        except ServerDied:
+            if attempt == 2:
+                raise
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"prisma serve exited with {proc.returncode}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            raise TimeoutError("prisma serve did not answer /health in 60 s")
         yield url, proc
     finally:
         proc.terminate()
@@ -58,7 +77,6 @@ def live_server(data_dir: Path, *, log_path: Path | None = None, **env: str) -> 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
 
 
 def peak_rss_bytes(pid: int) -> int:
