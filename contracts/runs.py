@@ -1,4 +1,5 @@
-"""Wire schemas of embedding runs (the gateway's view; the embedder's contract is contracts.embed)."""
+"""Wire schemas of embedding runs, SAE runs, features and families (the gateway's view;
+the services' contracts are contracts.embed and contracts.sae)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.embed import EmbeddingRunSpec
+from contracts.sae import FamiliesConfig, SaeConfig, StatsConfig
 
 
 class EmbeddingRunCreate(EmbeddingRunSpec):
@@ -42,3 +44,91 @@ class EmbeddingRunOut(BaseModel):
 class EmbeddingRunPage(BaseModel):
     items: list[EmbeddingRunOut]
     total: int
+
+
+# --- SAE runs -------------------------------------------------------------------------------
+
+
+class SaeRunCreate(BaseModel):
+    """POST /api/v1/sae-runs: one SAE, or a sweep (several configs) on one embedding run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedding_run_id: int = Field(description="A succeeded embedding run: the SAE's training data.")
+    config: SaeConfig | None = Field(default=None, description="One SAE; default: SaeConfig() when `sweep` is empty.")
+    sweep: list[SaeConfig] = Field(
+        default_factory=list, max_length=16,
+        description="Several SAEs (e.g. k or expansion factors) trained one after the other, compared side by side.",
+    )
+    stats: StatsConfig = Field(default_factory=StatsConfig)
+    families: FamiliesConfig = Field(default_factory=FamiliesConfig)
+
+    def configs(self) -> list[SaeConfig]:
+        return ([self.config] if self.config else []) + list(self.sweep) or [SaeConfig()]
+
+
+class SaeRunOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    embedding_run_id: int
+    sweep_id: str | None
+    status: str
+    job_id: str | None
+    config: dict[str, Any]
+    d: int | None
+    n_latents: int | None
+    k: int | None
+    imported: bool
+    metrics: dict[str, Any] | None = Field(description="Held-out FVU, explained variance, dead fraction, L0, MSE.")
+    loss_curve: list[Any] | None = Field(default=None, description="Per step (decimated): loss, fvu, explained variance, dead fraction, l0.")
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class SaeRunList(BaseModel):
+    items: list[SaeRunOut]
+    total: int
+
+
+class Neighbour(BaseModel):
+    index: int
+    value: float
+
+
+class FeatureOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    index: int = Field(description="Latent index, 0-based.")
+    density: float = Field(description="Share of documents where it fires.")
+    mean_activation: float = Field(description="Mean over the documents where it fires.")
+    max_activation: float
+    label: str | None = Field(default=None, description="Best-scoring interpretation's label, when named.")
+
+
+class FeaturePage(BaseModel):
+    items: list[FeatureOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class FeatureDetail(FeatureOut):
+    histogram: list[int] = Field(description="Documents per activation bin, equal bins over [0, max_activation].")
+    cooccurring: list[Neighbour] = Field(description="Top features by C_norm[i, j] = C[i, j] / f_i.")
+    decoder_similar: list[Neighbour] = Field(description="Top features by decoder cosine similarity.")
+    families: list[int] = Field(default_factory=list, description="Ids of the families it belongs to.")
+
+
+class FamilyMemberOut(BaseModel):
+    index: int
+    parent_index: int | None
+    depth: int
+
+
+class FamilyOut(BaseModel):
+    id: int
+    iteration: int
+    root_index: int
+    size: int
+    members: list[FamilyMemberOut]

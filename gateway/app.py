@@ -24,7 +24,7 @@ from gateway.db import session_factory
 from gateway.deps import CurrentKey, NotAuthenticated
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs.runner import ArqRunner, InProcessRunner, JobDeps
-from gateway.domain.runs.embedding import RunInputError
+from gateway.domain.runs.errors import RunInputError
 from gateway.logging import configure_logging
 from gateway.migrate import upgrade
 from gateway.services import ServiceClients, ServiceError, ServiceUnavailable

@@ -153,7 +153,8 @@ def embed(
     from contracts.runs import EmbeddingRunCreate
     from gateway.app import create_app
     from gateway.domain.auth.service import Principal
-    from gateway.domain.runs.embedding import RunInputError, create_embedding_run
+    from gateway.domain.runs.embedding import create_embedding_run
+    from gateway.domain.runs.errors import RunInputError
 
     settings = get_settings()
     application = create_app(settings, configure_logs=False)

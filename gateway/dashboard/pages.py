@@ -13,7 +13,8 @@ from pydantic import BaseModel, ValidationError
 from contracts.runs import EmbeddingRunCreate
 from gateway.dashboard.charts import Bar, bar_chart_svg
 from gateway.domain.runs import repo as run_repo
-from gateway.domain.runs.embedding import RunInputError, create_embedding_run
+from gateway.domain.runs.embedding import create_embedding_run
+from gateway.domain.runs.errors import RunInputError
 
 from gateway.api.v1.datasets import receive_and_import
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login

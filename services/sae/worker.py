@@ -41,11 +41,19 @@ async def _in_thread(ctx: dict[str, Any], work) -> Any:
     loop = asyncio.get_running_loop()
     key, ttl = progress_key(ctx["job_id"]), ctx["settings"].progress_ttl_s
     stop = threading.Event()
+    # Embedded mode: the gateway runs this in-process with its own `report` and `should_stop`.
+    report, external_stop = ctx.get("report"), ctx.get("should_stop")
 
     def on_progress(progress: Progress) -> None:
+        if report is not None:
+            report(progress)
+            return
         asyncio.run_coroutine_threadsafe(ctx["redis"].set(key, progress.model_dump_json(), ex=ttl), loop)
 
-    task = asyncio.ensure_future(asyncio.to_thread(work, on_progress, stop.is_set))
+    def should_stop() -> bool:
+        return stop.is_set() or bool(external_stop and external_stop())
+
+    task = asyncio.ensure_future(asyncio.to_thread(work, on_progress, should_stop))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -1,4 +1,8 @@
-"""Job kinds and their handlers; each handler is the gateway's side of one pipeline stage."""
+"""Job kinds and their handlers; each handler is the gateway's side of one pipeline stage.
+
+Stage modules add themselves to HANDLERS when imported; `registered()` imports them all,
+lazily, so that this module imports none of them at load time (no import cycles).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,8 @@ if TYPE_CHECKING:
 HANDLERS: dict[str, Handler] = {}
 
 
-def _register() -> None:
-    # Each stage's module adds its handler to HANDLERS when imported.
+def registered() -> dict[str, Handler]:
     import gateway.domain.runs.embedding  # noqa: F401
+    import gateway.domain.runs.sae  # noqa: F401
 
-
-_register()
+    return HANDLERS

@@ -76,14 +76,14 @@ class JobDeps:
 
 
 async def execute_job(job_id: str, deps: JobDeps) -> None:
-    from gateway.domain.jobs.handlers import HANDLERS
+    from gateway.domain.jobs.handlers import registered
 
     recorder = JobRecorder(deps.factory, job_id)
     job = await asyncio.to_thread(recorder.start)
     if job is None:
         log.info("job skipped: already finished or cancelled", extra={"job_id": job_id})
         return
-    handler = HANDLERS.get(job.kind)
+    handler = registered().get(job.kind)
     ctx = JobContext(job_id, deps.settings, deps.factory, deps.store, deps.services, recorder, deps.arq_pool)
     log.info("job started", extra={"job_id": job_id, "kind": job.kind, "attempt": job.attempts})
     try:

@@ -66,6 +66,8 @@ class JobRecorder:
         self.job_id = job_id
         self.min_interval_s = min_interval_s
         self._last_write = 0.0
+        self._last_cancel_check = 0.0
+        self._cancelled = False
 
     def _update(self, **fields: Any) -> Job:
         with session_scope(self.factory) as session:
@@ -104,9 +106,15 @@ class JobRecorder:
         )
 
     def cancel_requested(self) -> bool:
+        """Whether a cancel was asked; read at most once a second (workers poll it every step)."""
+        now = time.monotonic()
+        if now - self._last_cancel_check < 1.0:
+            return self._cancelled
+        self._last_cancel_check = now
         with session_scope(self.factory) as session:
             job = repo.get_job(session, job_id=self.job_id)
-            return bool(job is None or job.cancel_requested)
+            self._cancelled = bool(job is None or job.cancel_requested)
+        return self._cancelled
 
     def succeed(self, result: dict[str, Any]) -> None:
         self._update(status=JobStatus.succeeded.value, result=result, finished_at=utcnow(), eta_seconds=0.0)

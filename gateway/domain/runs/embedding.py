@@ -19,6 +19,7 @@ from gateway.domain.jobs.runner import JobCancelled, JobContext
 from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import run_service_job
 from gateway.domain.runs import repo
+from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import EmbeddingRun
 from gateway.services import ServiceClients, ServiceError
 
@@ -29,12 +30,6 @@ class EmbeddingRunJob(BaseModel):
     """The gateway job: which run to compute (everything else is in the run's row)."""
 
     run_id: int
-
-
-class RunInputError(ValueError):
-    def __init__(self, message: str, *, field: str, status_code: int = 422) -> None:
-        super().__init__(message)
-        self.message, self.field, self.status_code = message, field, status_code
 
 
 async def check_model(services: ServiceClients, spec: EmbeddingRunSpec) -> None:

@@ -42,3 +42,12 @@ def list_embedding_runs(
 
 def get_sae_run(session: Session, *, run_id: int) -> SaeRun | None:
     return session.get(SaeRun, run_id)
+
+
+def list_sae_runs(session: Session, *, embedding_run_id: int | None = None, sweep_id: str | None = None) -> list[SaeRun]:
+    stmt = select(SaeRun)
+    if embedding_run_id is not None:
+        stmt = stmt.where(SaeRun.embedding_run_id == embedding_run_id)
+    if sweep_id is not None:
+        stmt = stmt.where(SaeRun.sweep_id == sweep_id)
+    return list(session.scalars(stmt.order_by(SaeRun.id.desc()).limit(500)))

@@ -1,0 +1,104 @@
+"""/api/v1/sae-runs: train SAEs (one or a sweep), their metrics, features, neighbours, families."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+
+from contracts.catalog import ErrorOut
+from contracts.runs import (
+    FamilyMemberOut, FamilyOut, FeatureDetail, FeatureOut, FeaturePage, Neighbour, SaeRunCreate, SaeRunList, SaeRunOut,
+)
+from gateway.deps import CurrentKey, RequestId, SessionDep
+from gateway.domain.features import repo as feature_repo
+from gateway.domain.runs import repo
+from gateway.domain.runs.models import SaeRun
+from gateway.domain.runs.sae import create_sae_runs
+
+router = APIRouter(prefix="/sae-runs", tags=["SAE runs"])
+NOT_FOUND = {404: {"model": ErrorOut}}
+
+
+def valid_sae_run(run_id: int, session: SessionDep) -> SaeRun:
+    run = repo.get_sae_run(session, run_id=run_id)
+    if run is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"SAE run {run_id} not found")
+    return run
+
+
+SaeRunDep = Annotated[SaeRun, Depends(valid_sae_run)]
+
+
+def valid_feature_index(run: SaeRunDep, index: int) -> int:
+    """A feature index in [0, n); out of range is a 404 that names it and the range."""
+    n = run.n_latents or 0
+    if not 0 <= index < n:
+        raise HTTPException(status.HTTP_404_NOT_FOUND,
+                            detail=f"feature index {index} is out of range: SAE run {run.id} has features 0..{n - 1}")
+    return index
+
+
+@router.post("", response_model=list[SaeRunOut], status_code=status.HTTP_202_ACCEPTED,
+             responses={409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+async def new_sae_runs(body: SaeRunCreate, request: Request, principal: CurrentKey, rid: RequestId) -> list[SaeRunOut]:
+    """Train one SAE (`config`) or a sweep (`sweep`: several configs, one run each, compared side by side)."""
+    runs = await create_sae_runs(request.app.state, body, principal, rid)
+    return [SaeRunOut.model_validate(r) for r in runs]
+
+
+@router.get("", response_model=SaeRunList)
+def list_sae_runs(
+    session: SessionDep, _: CurrentKey, embedding_run_id: Annotated[int | None, Query()] = None,
+    sweep_id: Annotated[str | None, Query(max_length=64)] = None,
+) -> SaeRunList:
+    runs = repo.list_sae_runs(session, embedding_run_id=embedding_run_id, sweep_id=sweep_id)
+    return SaeRunList(items=[SaeRunOut.model_validate(r).model_copy(update={"loss_curve": None}) for r in runs],
+                      total=len(runs))
+
+
+@router.get("/{run_id}", response_model=SaeRunOut, responses=NOT_FOUND)
+def get_sae_run(run: SaeRunDep, _: CurrentKey) -> SaeRunOut:
+    return SaeRunOut.model_validate(run)
+
+
+@router.get("/{run_id}/features", response_model=FeaturePage, responses=NOT_FOUND)
+def list_features(
+    run: SaeRunDep, session: SessionDep, _: CurrentKey,
+    sort: Annotated[Literal["index", "density", "max_activation", "mean_activation"], Query()] = "density",
+    limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
+) -> FeaturePage:
+    rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=limit, offset=offset)
+    items = [FeatureOut.model_validate(f).model_copy(update={"label": label}) for f, label in rows]
+    return FeaturePage(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get("/{run_id}/features/{index}", response_model=FeatureDetail, responses=NOT_FOUND)
+def get_feature(
+    run: SaeRunDep, index: Annotated[int, Depends(valid_feature_index)], session: SessionDep, _: CurrentKey,
+) -> FeatureDetail:
+    found = feature_repo.get_feature(session, sae_run_id=run.id, index=index)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"SAE run {run.id} has no statistics yet ({run.status})")
+    feat, label = found
+    return FeatureDetail(
+        **FeatureOut.model_validate(feat).model_dump(exclude={"label"}), label=label,
+        histogram=feat.histogram.get("counts", []),
+        cooccurring=[Neighbour(index=j, value=v) for j, v in feat.neighbours.get("cooccurring", [])],
+        decoder_similar=[Neighbour(index=j, value=v) for j, v in feat.neighbours.get("decoder", [])],
+        families=feature_repo.families_of_feature(session, sae_run_id=run.id, index=index),
+    )
+
+
+@router.get("/{run_id}/families", response_model=list[FamilyOut], responses=NOT_FOUND)
+def list_families(
+    run: SaeRunDep, session: SessionDep, _: CurrentKey, iteration: Annotated[int | None, Query(ge=0)] = None,
+) -> list[FamilyOut]:
+    fams = feature_repo.list_families(session, sae_run_id=run.id, iteration=iteration)
+    members = feature_repo.family_members(session, family_ids=[f.id for f in fams])
+    return [
+        FamilyOut(id=f.id, iteration=f.iteration, root_index=f.root_index, size=f.size,
+                  members=[FamilyMemberOut(index=m.feature_index, parent_index=m.parent_index, depth=m.depth)
+                           for m in members[f.id]])
+        for f in fams
+    ]

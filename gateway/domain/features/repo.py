@@ -1,0 +1,88 @@
+"""Queries on features and families."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from gateway.domain.features.models import Family, FamilyMember, Feature, Interpretation
+
+SORTS = {
+    "index": Feature.index.asc(),
+    "density": Feature.density.desc(),
+    "max_activation": Feature.max_activation.desc(),
+    "mean_activation": Feature.mean_activation.desc(),
+}
+
+
+def replace_features(session: Session, *, sae_run_id: int, rows: list[dict[str, Any]]) -> None:
+    session.execute(delete(Feature).where(Feature.sae_run_id == sae_run_id))
+    for start in range(0, len(rows), 2000):
+        session.execute(insert(Feature), rows[start : start + 2000])
+
+
+def list_features(
+    session: Session, *, sae_run_id: int, sort: str, limit: int, offset: int, min_density: float | None = None,
+) -> tuple[list[tuple[Feature, str | None]], int]:
+    """Features with their best interpretation's label (None where not named yet)."""
+    where = [Feature.sae_run_id == sae_run_id]
+    if min_density is not None:
+        where.append(Feature.density >= min_density)
+    stmt = (
+        select(Feature, Interpretation.label)
+        .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+        .where(*where).order_by(SORTS[sort], Feature.index).limit(limit).offset(offset)
+    )
+    total = session.scalar(select(func.count()).select_from(Feature).where(*where)) or 0
+    return [(f, label) for f, label in session.execute(stmt)], total
+
+
+def get_feature(session: Session, *, sae_run_id: int, index: int) -> tuple[Feature, str | None] | None:
+    stmt = (
+        select(Feature, Interpretation.label)
+        .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+        .where(Feature.sae_run_id == sae_run_id, Feature.index == index)
+    )
+    row = session.execute(stmt).first()
+    return (row[0], row[1]) if row else None
+
+
+def replace_families(session: Session, *, sae_run_id: int, families: list[dict[str, Any]]) -> int:
+    """Store families (each: iteration, root_index, members [(index, parent_index, depth)])."""
+    old = select(Family.id).where(Family.sae_run_id == sae_run_id)
+    session.execute(delete(FamilyMember).where(FamilyMember.family_id.in_(old)))
+    session.execute(delete(Family).where(Family.sae_run_id == sae_run_id))
+    for fam in families:
+        row = Family(sae_run_id=sae_run_id, iteration=fam["iteration"], root_index=fam["root_index"],
+                     size=len(fam["members"]))
+        session.add(row)
+        session.flush()
+        session.execute(insert(FamilyMember), [
+            {"family_id": row.id, "feature_index": i, "parent_index": p, "depth": d} for i, p, d in fam["members"]
+        ])
+    return len(families)
+
+
+def list_families(session: Session, *, sae_run_id: int, iteration: int | None = None) -> list[Family]:
+    stmt = select(Family).where(Family.sae_run_id == sae_run_id)
+    if iteration is not None:
+        stmt = stmt.where(Family.iteration == iteration)
+    return list(session.scalars(stmt.order_by(Family.iteration, Family.size.desc(), Family.id)))
+
+
+def family_members(session: Session, *, family_ids: list[int]) -> dict[int, list[FamilyMember]]:
+    out: dict[int, list[FamilyMember]] = {fid: [] for fid in family_ids}
+    stmt = select(FamilyMember).where(FamilyMember.family_id.in_(family_ids)).order_by(FamilyMember.id)
+    for m in session.scalars(stmt):
+        out[m.family_id].append(m)
+    return out
+
+
+def families_of_feature(session: Session, *, sae_run_id: int, index: int) -> list[int]:
+    stmt = (
+        select(FamilyMember.family_id).join(Family, Family.id == FamilyMember.family_id)
+        .where(Family.sae_run_id == sae_run_id, FamilyMember.feature_index == index).order_by(FamilyMember.family_id)
+    )
+    return list(session.scalars(stmt))

@@ -1,0 +1,9 @@
+"""Errors of run creation: a 4xx that names the field at fault."""
+
+from __future__ import annotations
+
+
+class RunInputError(ValueError):
+    def __init__(self, message: str, *, field: str, status_code: int = 422) -> None:
+        super().__init__(message)
+        self.message, self.field, self.status_code = message, field, status_code

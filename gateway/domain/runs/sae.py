@@ -1,0 +1,171 @@
+"""SAE runs: create (one or a sweep, validated), the job handler driving the SAE service, and
+loading what it wrote (statistics, families) into the catalogue."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import uuid
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from artifacts import ArtifactStore
+from contracts.artifacts import ArtifactInfo
+from contracts.runs import SaeRunCreate
+from contracts.sae import FeatureFamily, SaeTrainPayload, SaeTrainResult
+from gateway.db import session_scope, utcnow
+from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.auth import repo as auth_repo
+from gateway.domain.auth.service import Principal
+from gateway.domain.features import repo as feature_repo
+from gateway.domain.jobs.handlers import HANDLERS
+from gateway.domain.jobs.runner import JobCancelled, JobContext
+from gateway.domain.jobs.service import submit
+from gateway.domain.jobs.service_jobs import run_service_job
+from gateway.domain.runs import repo
+from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.models import SaeRun
+
+KIND = "sae_run"
+
+
+class SaeRunJob(BaseModel):
+    run_id: int
+
+
+def _validate_configs(body: SaeRunCreate, d: int) -> list[dict[str, Any]]:
+    """Each config checked against the data's dimension (k ≤ n ...); 422 names the field."""
+    configs = body.configs()
+    for i, cfg in enumerate(configs):
+        try:
+            cfg.validate_for_dim(d)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ("sweep", i) if body.sweep and (body.config is None or i > 0) else ("config",)
+            field = ".".join(str(p) for p in (*where, *err["loc"]))
+            raise RunInputError(f"{field}: {err['msg']} (expansion_factor {cfg.expansion_factor} × d {d})",
+                                field=field) from None
+    return [c.model_dump(mode="json") for c in configs]
+
+
+async def create_sae_runs(app_state: Any, body: SaeRunCreate, principal: Principal, request_id: str | None) -> list[SaeRun]:
+    with session_scope(app_state.factory) as session:
+        emb = repo.get_embedding_run(session, run_id=body.embedding_run_id)
+        if emb is None:
+            raise RunInputError(f"embedding_run_id: embedding run {body.embedding_run_id} does not exist",
+                                field="embedding_run_id")
+        if emb.status != "succeeded" or not emb.dim:
+            raise RunInputError(f"embedding_run_id: embedding run {emb.id} is {emb.status}, not succeeded",
+                                field="embedding_run_id", status_code=409)
+        configs = _validate_configs(body, emb.dim)
+        sweep_id = uuid.uuid4().hex[:12] if len(configs) > 1 else None
+        runs = []
+        for cfg in configs:
+            run = SaeRun(embedding_run_id=emb.id, sweep_id=sweep_id, status="queued", d=emb.dim,
+                         n_latents=cfg["expansion_factor"] * emb.dim, k=cfg["k"],
+                         config={"sae": cfg, "stats": body.stats.model_dump(mode="json"),
+                                 "families": body.families.model_dump(mode="json")})
+            session.add(run)
+            session.flush()
+            runs.append(run)
+            auth_repo.add_audit_event(
+                session, actor=principal.name, api_key_id=principal.key_id, action="sae_run.create",
+                target_type="sae_run", target_id=run.id, request_id=request_id,
+                details={"embedding_run_id": emb.id, "k": cfg["k"], "expansion_factor": cfg["expansion_factor"]},
+            )
+    for run in runs:
+        job = await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
+                           payload=SaeRunJob(run_id=run.id), created_by_key_id=principal.key_id)
+        with session_scope(app_state.factory) as session:
+            repo.get_sae_run(session, run_id=run.id).job_id = job.id
+        run.job_id = job.id
+    return runs
+
+
+def _prepare(ctx: JobContext, run_id: int) -> SaeTrainPayload:
+    with session_scope(ctx.factory) as session:
+        run = repo.get_sae_run(session, run_id=run_id)
+        if run is None:
+            raise LookupError(f"SAE run {run_id} does not exist")
+        emb = repo.get_embedding_run(session, run_id=run.embedding_run_id)
+        shards = [ArtifactInfo.model_validate(s) for s in (emb.result or {}).get("shards", [])]
+        run.status = "running"
+        return SaeTrainPayload(
+            run_id=run.id, embeddings=shards, artifact_prefix=f"sae-runs/{run.id}",
+            config=run.config["sae"], stats=run.config["stats"], families=run.config["families"],
+        )
+
+
+def feature_rows(store: ArtifactStore, stats_uri: str, sae_run_id: int) -> list[dict[str, Any]]:
+    """One row per latent from the service's stats.npz."""
+    s = np.load(io.BytesIO(store.read_bytes(stats_uri)))
+    rows = []
+    for i in range(len(s["density"])):
+        co = [(int(j), round(float(v), 4)) for j, v in zip(s["cooc_top_indices"][i], s["cooc_top_values"][i]) if j >= 0]
+        dec = [(int(j), round(float(v), 4)) for j, v in zip(s["decoder_top_indices"][i], s["decoder_top_values"][i]) if j >= 0]
+        rows.append({
+            "sae_run_id": sae_run_id, "index": i, "density": float(s["density"][i]),
+            "mean_activation": float(s["mean_activation"][i]), "max_activation": float(s["max_activation"][i]),
+            "histogram": {"counts": s["histogram"][i].tolist()},
+            "neighbours": {"cooccurring": co, "decoder": dec},
+        })
+    return rows
+
+
+def family_rows(families: list[FeatureFamily]) -> list[dict[str, Any]]:
+    """Members of each family as (index, parent index, depth), the parent at depth 0."""
+    out = []
+    for fam in families:
+        parent_of = {child: parent for parent, child in fam.edges}
+        depth: dict[int, int] = {fam.parent: 0}
+        for child in fam.children:  # depth-first order: a child's parent comes before it
+            depth[child] = depth.get(parent_of.get(child, fam.parent), 0) + 1
+        members = [(fam.parent, None, 0)] + [(c, parent_of.get(c, fam.parent), depth[c]) for c in fam.children]
+        out.append({"iteration": fam.iteration, "root_index": fam.parent, "members": members})
+    return out
+
+
+def _record_result(ctx: JobContext, run_id: int, result: SaeTrainResult) -> None:
+    features = feature_rows(ctx.store, result.artifacts.stats.uri, run_id)
+    raw_families = json.loads(ctx.store.read_bytes(result.artifacts.families.uri))
+    families = family_rows([FeatureFamily.model_validate(f) for f in raw_families])
+    with session_scope(ctx.factory) as session:
+        run = repo.get_sae_run(session, run_id=run_id)
+        for info in result.artifacts.model_dump().values():
+            artifact_repo.record(session, info=ArtifactInfo.model_validate(info), owner_type="sae_run", owner_id=run_id)
+        feature_repo.replace_features(session, sae_run_id=run_id, rows=features)
+        feature_repo.replace_families(session, sae_run_id=run_id, families=families)
+        run.status, run.finished_at = "succeeded", utcnow()
+        run.d, run.n_latents = result.d, result.num_latents
+        run.metrics = result.metrics.model_dump(mode="json")
+        run.loss_curve = [p.model_dump(mode="json") for p in result.loss_curve]
+        run.result = result.model_dump(mode="json", exclude={"loss_curve"})
+
+
+def _set_status(ctx: JobContext, run_id: int, status: str) -> None:
+    with session_scope(ctx.factory) as session:
+        run = repo.get_sae_run(session, run_id=run_id)
+        run.status, run.finished_at = status, utcnow()
+
+
+async def sae_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    job = SaeRunJob.model_validate(payload)
+    svc_payload = await asyncio.to_thread(_prepare, ctx, job.run_id)
+    try:
+        raw = await run_service_job(ctx, "sae", "sae_train", svc_payload.model_dump(mode="json"))
+    except BaseException:
+        cancelled = await asyncio.to_thread(ctx.recorder.cancel_requested)
+        await asyncio.to_thread(_set_status, ctx, job.run_id, "cancelled" if cancelled else "failed")
+        if cancelled:
+            raise JobCancelled(ctx.job_id) from None
+        raise
+    result = SaeTrainResult.model_validate(raw)
+    await asyncio.to_thread(_record_result, ctx, job.run_id, result)
+    return {"run_id": job.run_id, "fvu": result.metrics.fvu, "dead_fraction": result.metrics.dead_fraction,
+            "num_families": result.num_families, "steps": result.steps_done}
+
+
+HANDLERS[KIND] = sae_run_handler

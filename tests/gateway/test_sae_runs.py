@@ -1,0 +1,103 @@
+"""SAE runs through the gateway: train on an embedding run, features with statistics and
+neighbours, families, a sweep in one request, and bad configs refused with the field named."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.demo.corpus import generate_notes
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
+
+
+async def wait_status(client, auth, path: str, timeout: float = 240) -> dict:  # noqa: ANN001
+    async with asyncio.timeout(timeout):
+        while True:
+            obj = (await client.get(path, headers=auth)).json()
+            if obj["status"] in ("succeeded", "failed", "cancelled"):
+                return obj
+            await asyncio.sleep(0.3)
+
+
+@pytest.fixture
+async def embedding_run(client, auth) -> dict:  # noqa: ANN001
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id", "text", "labels"])
+    for note in generate_notes(n=160, seed=5):
+        w.writerow([note.id, note.text, "|".join(note.labels)])
+    ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
+    assert ds.status_code == 201, ds.text
+    run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"]}, headers=auth)
+    done = await wait_status(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}")
+    assert done["status"] == "succeeded", done
+    return done
+
+
+async def test_sae_run_features_and_families(client, auth, embedding_run) -> None:  # noqa: ANN001
+    resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": embedding_run["id"], "config": SMALL},
+                             headers=auth)
+    assert resp.status_code == 202, resp.text
+    (run,) = resp.json()
+    assert run["n_latents"] == 768 and run["k"] == 8
+    done = await wait_status(client, auth, f"/api/v1/sae-runs/{run['id']}")
+    assert done["status"] == "succeeded", done
+    m = done["metrics"]
+    assert 0 < m["fvu"] < 1 and abs(m["explained_variance"] - (1 - m["fvu"])) < 1e-6
+    assert len(done["loss_curve"]) == 60 and done["loss_curve"][-1]["step"] == 60
+
+    page = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?sort=density&limit=10", headers=auth)).json()
+    assert page["total"] == 768
+    densities = [f["density"] for f in page["items"]]
+    assert densities == sorted(densities, reverse=True) and densities[0] > 0
+    top = page["items"][0]["index"]
+    feat = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{top}", headers=auth)).json()
+    assert sum(feat["histogram"]) == round(feat["density"] * 160)
+    assert feat["cooccurring"] and all(n["index"] != top for n in feat["cooccurring"])
+    assert feat["decoder_similar"] and -1 <= feat["decoder_similar"][0]["value"] <= 1
+
+    out_of_range = await client.get(f"/api/v1/sae-runs/{run['id']}/features/768", headers=auth)
+    assert out_of_range.status_code == 404 and "768" in out_of_range.json()["detail"]
+    assert "0..767" in out_of_range.json()["detail"]
+
+    families = (await client.get(f"/api/v1/sae-runs/{run['id']}/families", headers=auth)).json()
+    for fam in families:
+        assert fam["members"][0] == {"index": fam["root_index"], "parent_index": None, "depth": 0}
+        assert fam["size"] == len(fam["members"])
+        indices = {m["index"] for m in fam["members"]}
+        assert all(m["parent_index"] in indices for m in fam["members"][1:])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the features test covers PostgreSQL
+async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth, embedding_run) -> None:  # noqa: ANN001
+    emb = embedding_run["id"]
+    too_many = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "config": {"expansion_factor": 1, "k": 385}},
+                                 headers=auth)
+    assert too_many.status_code == 422 and too_many.json()["field"] == "config.k"
+    assert "385" in too_many.json()["detail"] and "384" in too_many.json()["detail"]
+    k_zero = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "config": {"k": 0}}, headers=auth)
+    assert k_zero.status_code == 422 and k_zero.json()["field"] == "body.config.k"
+    expansion = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "config": {"expansion_factor": 0}},
+                                  headers=auth)
+    assert expansion.status_code == 422 and "expansion_factor" in expansion.json()["field"]
+    missing = await client.post("/api/v1/sae-runs", json={"embedding_run_id": 999}, headers=auth)
+    assert missing.status_code == 422 and missing.json()["field"] == "embedding_run_id"
+    assert (await client.get("/api/v1/sae-runs", headers=auth)).json()["total"] == 0  # nothing started
+
+    sweep = [{**SMALL, "k": 4, "max_steps": 20}, {**SMALL, "k": 16, "max_steps": 20}]
+    resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "sweep": sweep}, headers=auth)
+    assert resp.status_code == 202, resp.text
+    runs = resp.json()
+    assert [r["k"] for r in runs] == [4, 16] and runs[0]["sweep_id"] == runs[1]["sweep_id"] is not None
+    done = [await wait_status(client, auth, f"/api/v1/sae-runs/{r['id']}") for r in runs]
+    assert [d["status"] for d in done] == ["succeeded", "succeeded"]
+    listed = (await client.get(f"/api/v1/sae-runs?sweep_id={runs[0]['sweep_id']}", headers=auth)).json()
+    assert listed["total"] == 2
+    # More active latents reconstruct better: the sweep's comparison a user would look at.
+    assert done[1]["metrics"]["fvu"] < done[0]["metrics"]["fvu"]
