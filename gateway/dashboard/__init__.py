@@ -3,9 +3,11 @@
 from fastapi import APIRouter
 
 from gateway.dashboard.pages import public, router as private
+from gateway.dashboard.sae_pages import router as sae_pages
 
 router = APIRouter()
 router.include_router(public)
 router.include_router(private)
+router.include_router(sae_pages)
 
 __all__ = ["router"]

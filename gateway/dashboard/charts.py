@@ -43,3 +43,76 @@ def bar_chart_svg(bars: list[Bar], *, title: str, x_label: str, y_label: str, wi
     parts.append(f'<text x="12" y="{top + plot_h / 2}" text-anchor="middle" class="axis-label" transform="rotate(-90 12 {top + plot_h / 2})">{escape(y_label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    points: list[tuple[float, float]]
+    css: str = "s1"
+
+
+def line_chart_svg(series: list[Series], *, title: str, x_label: str, y_label: str,
+                   width: int = 640, height: int = 240, y_min: float | None = 0.0) -> str:
+    """Lines over a shared x axis, with a legend; role=img and a text description of the ends."""
+    pts = [p for s in series for p in s.points]
+    if not pts:
+        return f'<p class="muted">{escape(title)}: no data.</p>'
+    left, bottom, top, right = 56, 36, 24, 12
+    pw, ph = width - left - right, height - top - bottom
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y0 = y_min if y_min is not None else min(p[1] for p in pts)
+    y1 = max(p[1] for p in pts)
+    xs, ys = (x1 - x0) or 1, (y1 - y0) or 1
+
+    def sx(x: float) -> float:
+        return left + pw * (x - x0) / xs
+
+    def sy(y: float) -> float:
+        return top + ph - ph * (y - y0) / ys
+
+    desc = "; ".join(f"{s.name}: {s.points[0][1]:.4g} at {x_label} {s.points[0][0]:g}, "
+                     f"{s.points[-1][1]:.4g} at {s.points[-1][0]:g}" for s in series if s.points)
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
+        f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" class="axis"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" class="axis"/>',
+        f'<text x="{left - 6}" y="{top + 4}" text-anchor="end" class="tick">{y1:.3g}</text>',
+        f'<text x="{left - 6}" y="{top + ph}" text-anchor="end" class="tick">{y0:.3g}</text>',
+        f'<text x="{left}" y="{top + ph + 14}" text-anchor="middle" class="tick">{x0:g}</text>',
+        f'<text x="{left + pw}" y="{top + ph + 14}" text-anchor="end" class="tick">{x1:g}</text>',
+        f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle" class="axis-label">{escape(x_label)}</text>',
+        f'<text x="12" y="{top + ph / 2}" text-anchor="middle" class="axis-label" transform="rotate(-90 12 {top + ph / 2})">{escape(y_label)}</text>',
+    ]
+    for i, s in enumerate(series):
+        path = " ".join(f"{'M' if j == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for j, (x, y) in enumerate(s.points))
+        parts.append(f'<path d="{path}" class="line {s.css}" fill="none"><title>{escape(s.name)}</title></path>')
+        lx = left + 8 + i * 150
+        parts.append(f'<line x1="{lx}" y1="10" x2="{lx + 18}" y2="10" class="line {s.css}"/>'
+                     f'<text x="{lx + 22}" y="14" class="tick">{escape(s.name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def heatmap_svg(matrix: list[list[float]], labels: list[str], *, title: str, link_prefix: str | None = None,
+                cell: int = 9, vmax: float | None = None) -> str:
+    """A square heatmap; each cell's <title> names both features and the value (hover, screen readers)."""
+    n = len(matrix)
+    if n == 0:
+        return f'<p class="muted">{escape(title)}: no data.</p>'
+    top = max((abs(v) for row in matrix for v in row), default=1.0) if vmax is None else vmax
+    top = top or 1.0
+    size = n * cell
+    parts = [f'<svg class="heatmap" viewBox="0 0 {size} {size}" width="{min(size, 540)}" role="img" '
+             f'aria-label="{escape(title)}"><title>{escape(title)}</title>']
+    for i, row in enumerate(matrix):
+        for j, v in enumerate(row):
+            if v == 0:
+                continue
+            alpha = min(abs(v) / top, 1.0)
+            hue = "47,91,211" if v >= 0 else "180,35,24"
+            parts.append(f'<rect x="{j * cell}" y="{i * cell}" width="{cell}" height="{cell}" '
+                         f'fill="rgba({hue},{alpha:.3f})"><title>{escape(labels[i])} → {escape(labels[j])}: {v:.3g}</title></rect>')
+    parts.append("</svg>")
+    return "".join(parts)

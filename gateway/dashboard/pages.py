@@ -157,6 +157,7 @@ def embedding_run_page(request: Request, run_id: int, session: SessionDep, _: Cu
         title="Documents by number of chunks", x_label="chunks per document", y_label="documents",
     )
     ctx = {"run": run, "dataset": ds, "job": to_out(job) if job else None, "chart": Markup(chart),
+           "sae_runs": run_repo.list_sae_runs(session, embedding_run_id=run.id),
            "active": run.status in ("queued", "running")}
     template = "partials/_embedding_run.html" if request.headers.get("hx-request") else "pages/embedding_run.html"
     return render(request, template, ctx)

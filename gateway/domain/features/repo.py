@@ -86,3 +86,15 @@ def families_of_feature(session: Session, *, sae_run_id: int, index: int) -> lis
         .where(Family.sae_run_id == sae_run_id, FamilyMember.feature_index == index).order_by(FamilyMember.family_id)
     )
     return list(session.scalars(stmt))
+
+
+def features_by_index(session: Session, *, sae_run_id: int, indices: list[int]) -> dict[int, tuple[Feature, str | None]]:
+    out: dict[int, tuple[Feature, str | None]] = {}
+    for start in range(0, len(indices), 1000):  # bounded IN lists
+        stmt = (
+            select(Feature, Interpretation.label)
+            .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id, Feature.index.in_(indices[start : start + 1000]))
+        )
+        out.update({f.index: (f, label) for f, label in session.execute(stmt)})
+    return out

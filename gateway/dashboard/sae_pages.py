@@ -1,0 +1,173 @@
+"""Dashboard pages of SAE runs: the run (metrics, loss curve, heatmaps, sweep), its features,
+one feature, and its families."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
+from fastapi.responses import HTMLResponse, Response
+from markupsafe import Markup
+from pydantic import ValidationError
+
+from contracts.runs import SaeRunCreate
+from contracts.sae import SaeConfig
+from gateway.dashboard.charts import Bar, Series, bar_chart_svg, heatmap_svg, line_chart_svg
+from gateway.dashboard.views import check_csrf, render
+from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
+from gateway.domain.datasets import repo as dataset_repo
+from gateway.domain.features import repo as feature_repo
+from gateway.domain.jobs import repo as job_repo
+from gateway.domain.jobs.service import to_out
+from gateway.domain.runs import repo as run_repo
+from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.models import SaeRun
+from gateway.domain.runs.sae import create_sae_runs
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
+FEATURES_PER_PAGE = 50
+
+
+def sae_run_or_404(session: SessionDep, run_id: int) -> SaeRun:
+    run = run_repo.get_sae_run(session, run_id=run_id)
+    if run is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"SAE run {run_id} not found")
+    return run
+
+
+def crumbs(session: SessionDep, run: SaeRun) -> dict[str, Any]:
+    emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
+    return {"run": run, "embedding_run": emb, "dataset": dataset_repo.get_dataset(session, dataset_id=emb.dataset_id)}
+
+
+@router.post("/embedding-runs/{run_id}/sae", response_class=HTMLResponse)
+async def start_sae(
+    request: Request, run_id: int, principal: CurrentUser, rid: RequestId,
+    k: Annotated[str, Form()] = "32", expansion_factor: Annotated[str, Form()] = "8",
+    epochs: Annotated[str, Form()] = "50", csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    try:
+        ks = [int(v) for v in k.replace(" ", "").split(",") if v]
+        configs = [SaeConfig(k=kk, expansion_factor=int(expansion_factor), epochs=int(epochs)) for kk in ks]
+        body = SaeRunCreate(embedding_run_id=run_id, config=configs[0], sweep=configs[1:])
+        runs = await create_sae_runs(request.app.state, body, principal, rid)
+    except RunInputError as exc:
+        return render(request, "partials/_flash.html", {"error": exc.message}, status_code=422)
+    except (ValidationError, ValueError, IndexError) as exc:
+        msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else "k, expansion factor and epochs must be whole numbers"
+        return render(request, "partials/_flash.html", {"error": msg}, status_code=422)
+    return Response(status_code=200, headers={"HX-Redirect": f"/sae-runs/{runs[0].id}"})
+
+
+def loss_chart(run: SaeRun) -> str:
+    curve = run.loss_curve or []
+    return line_chart_svg(
+        [Series("FVU", [(p["step"], p["fvu"]) for p in curve], "s1"),
+         Series("dead fraction", [(p["step"], p["dead_fraction"]) for p in curve], "s2")],
+        title="Training: FVU and dead fraction per step", x_label="step", y_label="fraction",
+    )
+
+
+def heatmaps(ctx_store: Any, run: SaeRun) -> list[dict[str, Any]]:
+    uri = ((run.result or {}).get("artifacts") or {}).get("heatmaps", {}).get("uri")
+    if not uri:
+        return []
+    data = json.loads(ctx_store.read_bytes(uri))
+    out = []
+    for name, title in (("densest", "Densest features"), ("most_connected", "Most connected features")):
+        h = data.get(name)
+        if not h:
+            continue
+        labels = [f"F{i}" for i in h["features"]]
+        out.append({"title": title,
+                    "cooc": Markup(heatmap_svg(h["c_norm"], labels, title=f"{title}: co-occurrence C_norm")),
+                    "cos": Markup(heatmap_svg(h["decoder_cosine"], labels, title=f"{title}: decoder cosine", vmax=1.0))})
+    return out
+
+
+@router.get("/sae-runs/{run_id}", response_class=HTMLResponse)
+def sae_run_page(request: Request, run_id: int, session: SessionDep) -> Response:
+    run = sae_run_or_404(session, run_id)
+    job = job_repo.get_job(session, job_id=run.job_id) if run.job_id else None
+    sweep = run_repo.list_sae_runs(session, sweep_id=run.sweep_id) if run.sweep_id else []
+    ctx = {**crumbs(session, run), "job": to_out(job) if job else None, "active": run.status in ("queued", "running"),
+           "loss_chart": Markup(loss_chart(run)), "heatmaps": heatmaps(request.app.state.store, run),
+           "sweep": sorted(sweep, key=lambda r: r.id)}
+    template = "partials/_sae_run.html" if request.headers.get("hx-request") else "pages/sae_run.html"
+    return render(request, template, ctx)
+
+
+def sparkline(counts: list[int], width: int = 80, height: int = 18) -> Markup:
+    """A tiny activation histogram for a table row (decorative: the row has the numbers)."""
+    if not counts or max(counts) == 0:
+        return Markup("")
+    top, w = max(counts), width / len(counts)
+    bars = "".join(f'<rect x="{i * w:.1f}" y="{height - height * c / top:.1f}" width="{max(w - 0.5, 0.5):.1f}" '
+                   f'height="{height * c / top:.1f}"/>' for i, c in enumerate(counts) if c)
+    return Markup(f'<svg class="spark" width="{width}" height="{height}" aria-hidden="true">{bars}</svg>')
+
+
+@router.get("/sae-runs/{run_id}/features", response_class=HTMLResponse)
+def features_page(
+    request: Request, run_id: int, session: SessionDep,
+    sort: Annotated[str, Query(pattern="^(index|density|max_activation|mean_activation)$")] = "density",
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    from gateway.dashboard.pages import Pager
+
+    run = sae_run_or_404(session, run_id)
+    rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=FEATURES_PER_PAGE, offset=offset)
+    items = [{"f": f, "label": label, "spark": sparkline(f.histogram.get("counts", []))} for f, label in rows]
+    ctx = {**crumbs(session, run), "items": items, "sort": sort,
+           "pager": Pager(offset=offset, limit=FEATURES_PER_PAGE, total=total)}
+    return render(request, "pages/features.html", ctx)
+
+
+@router.get("/sae-runs/{run_id}/features/{index}", response_class=HTMLResponse)
+def feature_page(request: Request, run_id: int, index: int, session: SessionDep) -> Response:
+    run = sae_run_or_404(session, run_id)
+    found = feature_repo.get_feature(session, sae_run_id=run.id, index=index)
+    if found is None:
+        n = run.n_latents or 0
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"feature {index} not found (features are 0..{n - 1})")
+    feat, label = found
+    counts = feat.histogram.get("counts", [])
+    width = feat.max_activation / max(len(counts), 1)
+    chart = bar_chart_svg([Bar(f"{(i + 0.5) * width:.2f}", c) for i, c in enumerate(counts)],
+                          title=f"Activation histogram of feature {index}", x_label="activation", y_label="documents")
+    fam_ids = feature_repo.families_of_feature(session, sae_run_id=run.id, index=index)
+    ctx = {**crumbs(session, run), "feature": feat, "label": label, "chart": Markup(chart),
+           "cooccurring": feat.neighbours.get("cooccurring", []), "decoder": feat.neighbours.get("decoder", []),
+           "families": [f for f in feature_repo.list_families(session, sae_run_id=run.id) if f.id in fam_ids]}
+    return render(request, "pages/feature.html", ctx)
+
+
+def family_tree(members: list[Any]) -> list[dict[str, Any]]:
+    """Nested {index, children} from (index, parent_index) pairs, root first."""
+    nodes = {m.feature_index: {"index": m.feature_index, "children": []} for m in members}
+    roots = []
+    for m in members:
+        if m.parent_index is None or m.parent_index not in nodes:
+            roots.append(nodes[m.feature_index])
+        else:
+            nodes[m.parent_index]["children"].append(nodes[m.feature_index])
+    return roots
+
+
+@router.get("/sae-runs/{run_id}/families", response_class=HTMLResponse)
+def families_page(
+    request: Request, run_id: int, session: SessionDep, iteration: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    run = sae_run_or_404(session, run_id)
+    all_fams = feature_repo.list_families(session, sae_run_id=run.id)
+    iterations = sorted({f.iteration for f in all_fams})
+    fams = [f for f in all_fams if f.iteration == iteration]
+    members = feature_repo.family_members(session, family_ids=[f.id for f in fams])
+    wanted = sorted({m.feature_index for ms in members.values() for m in ms})
+    found = feature_repo.features_by_index(session, sae_run_id=run.id, indices=wanted)
+    info = {i: {"density": f.density, "label": label} for i, (f, label) in found.items()}
+    ctx = {**crumbs(session, run), "families": [{"family": f, "tree": family_tree(members[f.id])} for f in fams],
+           "iterations": iterations, "iteration": iteration, "info": info}
+    return render(request, "pages/families.html", ctx)

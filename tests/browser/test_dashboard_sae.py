@@ -1,0 +1,81 @@
+"""In headless Chromium: train an SAE from the embedding-run page, read its run page (loss
+curve, heatmaps), browse its features, open one, and open its families."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.demo.corpus import write_csv
+from tests.browser.conftest import shot
+from tests.browser.test_dashboard_embedding import login
+from tests.live import create_key, live_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def embedded_dataset(url: str, key: str, corpus: Path) -> dict:
+    h = {"Authorization": f"Bearer {key}"}
+    with corpus.open("rb") as f:
+        ds = httpx.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("demo.csv", f)}).json()
+    run = httpx.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"]}, timeout=120).json()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        run = httpx.get(f"{url}/api/v1/embedding-runs/{run['id']}", headers=h).json()
+        if run["status"] == "succeeded":
+            return run
+        time.sleep(0.5)
+    raise TimeoutError(run)
+
+
+def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
+    data = tmp_path / "data"
+    corpus = write_csv(tmp_path / "demo.csv", n=200, seed=4)
+    with live_server(data) as (url, _):
+        key = create_key(data, "browser")
+        emb = embedded_dataset(url, key, corpus)
+        login(page, url, key)
+        page.goto(f"{url}/embedding-runs/{emb['id']}")
+        page.fill("#k", "0")
+        page.click("text=Train a sparse autoencoder")
+        page.wait_for_selector("#sae-flash .error")
+        page.console_errors.clear()
+        page.fill("#k", "8, 16")  # a sweep of two
+        page.fill("#expansion_factor", "2")
+        page.fill("#epochs", "20")
+        page.click("text=Train a sparse autoencoder")
+        page.wait_for_url(f"{url}/sae-runs/*")
+        page.wait_for_selector("#sae-run .status-succeeded", timeout=240_000)
+        assert page.locator("svg.chart path.line").count() == 2  # FVU and dead fraction
+        assert page.locator("svg.heatmap").count() >= 2
+        cell = page.locator("svg.heatmap rect title").first.text_content()
+        assert cell.startswith("F") and "→ F" in cell
+        shot(page, "sae-run")
+
+        page.get_by_role("link", name=re.compile(r"^Browse \d+ features$")).click()
+        page.wait_for_url(re.compile(r"/sae-runs/\d+/features$"))
+        rows = page.locator("#features tbody tr")
+        assert rows.count() == 50
+        densities = [float(rows.nth(i).locator("td").nth(2).inner_text().rstrip("%")) for i in range(5)]
+        assert densities == sorted(densities, reverse=True)
+        shot(page, "features")
+        page.get_by_role("link", name="max activation").click()
+        page.wait_for_url(re.compile(r"sort=max_activation"))
+        rows.first.locator("a").click()
+        page.wait_for_url(re.compile(r"/features/\d+$"))
+        assert page.locator("h1").inner_text().startswith("Feature ")
+        assert page.locator("svg.chart rect").count() >= 1
+        assert page.locator(".neighbours a").count() >= 1
+        shot(page, "feature")
+
+        page.goto(page.url.split("/features/")[0] + "/families")
+        assert page.locator("h1").inner_text() == "Feature families"
+        if page.locator(".tree details").count():
+            page.locator(".tree summary").first.click()  # collapse
+            assert page.locator(".tree details").first.get_attribute("open") is None
+        shot(page, "families")
+        assert page.console_errors == []
