@@ -9,6 +9,7 @@ averaged per document, then optionally unit-normalised.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -76,57 +77,53 @@ def tokenize_texts(lm: LoadedModel, texts: Sequence[str]) -> TokenizedTexts:
     lengths = np.fromiter((len(x) for x in enc["input_ids"]), dtype=np.int64, count=len(texts))
     starts = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    ids = np.fromiter(
-        (t for seq in enc["input_ids"] for t in seq), dtype=np.int64, count=int(starts[-1])
-    )
+    ids = np.fromiter(chain.from_iterable(enc["input_ids"]), dtype=np.int64, count=int(starts[-1]))
     return TokenizedTexts(ids=ids, starts=starts, offsets=enc["offset_mapping"])
 
 
-def build_batch(
-    lm: LoadedModel, tok: TokenizedTexts, plan: ChunkPlan, idx: np.ndarray
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Input ids, attention mask and content mask (no specials, no padding), all [B, L]."""
+class Batch(NamedTuple):
+    """One forward batch; every tensor [B, L]."""
+
+    input_ids: torch.Tensor  # int64: prefix specials, content, suffix specials, padding
+    attention_mask: torch.Tensor  # int64: 1 on real tokens, 0 on padding
+    pool_weights: torch.Tensor  # float32: 1 on the tokens the chunk vector averages
+
+
+def build_batch(lm: LoadedModel, tok: TokenizedTexts, plan: ChunkPlan, idx: np.ndarray, pooling: str) -> Batch:
+    """The chunks `idx` as padded tensors, built with numpy (no per-token Python)."""
     n = plan.lengths[idx]  # [B] content tokens per chunk
     p, s = len(lm.prefix_ids), len(lm.suffix_ids)
     width = int(n.max())
     cols = np.arange(width, dtype=np.int64)  # [W]
     content = cols[None, :] < n[:, None]  # [B, W]
     src = tok.starts[plan.doc[idx]] + plan.start[idx]  # [B] where each chunk's tokens begin in ids
-    gather = np.where(content, src[:, None] + cols[None, :], 0)  # [B, W]
     ids = np.full((len(idx), p + width + s), lm.pad_id, dtype=np.int64)  # [B, L]
     if len(tok.ids):
+        gather = np.where(content, src[:, None] + cols[None, :], 0)  # [B, W]
         ids[:, p : p + width] = np.where(content, tok.ids[gather], lm.pad_id)
     ids[:, :p] = lm.prefix_ids
     rows = np.arange(len(idx))
     for j, token in enumerate(lm.suffix_ids):  # suffix right after each chunk's last token
         ids[rows, p + n + j] = token
-    attention = cols_mask(p + n + s, ids.shape[1]).astype(np.int64)  # [B, L]
-    content_mask = np.zeros(ids.shape, dtype=bool)  # [B, L]
-    content_mask[:, p : p + width] = content
-    return torch.from_numpy(ids), torch.from_numpy(attention), torch.from_numpy(content_mask)
+    attention = np.arange(ids.shape[1])[None, :] < (p + n + s)[:, None]  # [B, L]
+    weights = attention
+    if pooling == "mean_content":
+        weights = np.zeros_like(attention)
+        weights[:, p : p + width] = content
+        weights[n == 0] = attention[n == 0]  # an empty text: its special tokens are all it has
+    return Batch(torch.from_numpy(ids), torch.from_numpy(attention.astype(np.int64)),
+                 torch.from_numpy(weights.astype(np.float32)))
 
 
-def cols_mask(lengths: np.ndarray, width: int) -> np.ndarray:
-    """bool [B, width]: True in the first lengths[b] columns of row b."""
-    return np.arange(width)[None, :] < np.asarray(lengths)[:, None]
-
-
-def pool_chunks(
-    hidden: torch.Tensor, attention: torch.Tensor, content: torch.Tensor, pooling: str
-) -> torch.Tensor:
+def pool_chunks(hidden: torch.Tensor, weights: torch.Tensor, pooling: str) -> torch.Tensor:
     """float32 [B, d] from hidden [B, L, d], one vector per chunk.
 
     'mean': over the chunk's tokens, its own special tokens included and padding excluded,
     exactly as sentence-transformers pools (the way the model was trained); 'mean_content':
-    over content tokens only (an empty chunk then falls back to its special tokens);
-    'cls': the first token.
+    over content tokens only; 'cls': the first token. `weights` [B, L] says which tokens.
     """
     if pooling == "cls":
         return hidden[:, 0].float()
-    weights = (content if pooling == "mean_content" else attention).to(torch.float32)  # [B, L]
-    empty = weights.sum(1) == 0  # [B]
-    if bool(empty.any()):
-        weights[empty] = attention[empty].to(torch.float32)
     summed = torch.bmm(weights.unsqueeze(1), hidden.float()).squeeze(1)  # [B, d]
     return summed / weights.sum(1, keepdim=True)
 
@@ -152,13 +149,13 @@ def forward_chunks(
         for idx in batches:
             if should_stop is not None and should_stop():
                 raise RunCancelledError("stopped on request")
-            ids, attention, content = build_batch(lm, tok, plan, idx)
-            if cuda:
-                ids, attention, content = (
-                    t.pin_memory().to(lm.device, non_blocking=True) for t in (ids, attention, content)
-                )
-            hidden = lm.model(input_ids=ids, attention_mask=attention).last_hidden_state  # [B, L, d]
-            out[torch.from_numpy(idx).to(lm.device)] = pool_chunks(hidden, attention, content, pooling)
+            batch = build_batch(lm, tok, plan, idx, pooling)
+            if cuda:  # pinned host memory: the copy overlaps the previous batch's kernels
+                batch = Batch(*(t.pin_memory().to(lm.device, non_blocking=True) for t in batch))
+            hidden = lm.model(  # [B, L, d]
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask
+            ).last_hidden_state
+            out[torch.from_numpy(idx).to(lm.device)] = pool_chunks(hidden, batch.pool_weights, pooling)
             done += int(seq_lengths[idx].sum())
             if on_tokens is not None:
                 on_tokens(done, total)

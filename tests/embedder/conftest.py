@@ -88,8 +88,7 @@ def write_snapshot(store: ArtifactStore, key: str, texts: list[str], *, row_grou
 
 def corpus(n: int) -> list[str]:
     """Seeded documents of varied length: empty, a few words, several 16-token windows."""
-    words = ("fever cough infant bronchiolitis suspected confirmed wheezing oxygen saturation "
-             "nebulised salbutamol discharged home follow-up clinic").split()
+    words = ["fever", "cough", "infant", "bronchiolitis", "suspected", "confirmed", "wheezing", "oxygen", "saturation", "nebulised", "salbutamol", "discharged", "home", "follow-up", "clinic"]
     out = []
     for i in range(n):
         size = (i * 7) % 53

@@ -11,7 +11,7 @@ import torch
 from services.embedder.encoder import embed_texts, tokenize_texts
 from services.embedder.models import LoadedModel
 
-WORDS = "the child had a fever and cough so she was seen in our clinic today by two nurses".split()
+WORDS = ["the", "child", "had", "a", "fever", "and", "cough", "so", "she", "was", "seen", "in", "our", "clinic", "today", "by", "two", "nurses"]
 
 
 def text_of_tokens(lm: LoadedModel, n: int, seed: int = 0) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from artifacts import ArtifactStore
-from contracts.embed import EmbedJobPayload, EmbedJobResult, EmbeddingRunSpec
+from contracts.embed import EmbeddingRunSpec, EmbedJobPayload, EmbedJobResult
 from services.embedder.config import EmbedderSettings
 from services.embedder.models import ModelCache
 from services.embedder.runs import run_embedding

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from artifacts import ArtifactStore
-from contracts.embed import CHUNK_ARRAYS, EmbedJobPayload, EmbeddingRunSpec
+from contracts.embed import CHUNK_ARRAYS, EmbeddingRunSpec, EmbedJobPayload
 from services.embedder.config import EmbedderSettings
 from services.embedder.encoder import embed_texts
 from services.embedder.errors import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from contracts.embed import EmbedJobPayload, EmbedJobResult, EmbeddingRunSpec
+from contracts.embed import EmbeddingRunSpec, EmbedJobPayload, EmbedJobResult
 from contracts.jobs import Progress
 from services.embedder import worker
 from services.embedder.config import get_settings
