@@ -259,6 +259,28 @@ def _demo_dataset(settings: GatewaySettings, n: int):  # noqa: ANN202
     return import_file(settings, corpus, name=DEMO_NAME, id_column="id", label_columns="labels")
 
 
+def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
+    """Demo glue: once the corpus is embedded, train its SAE (unless one exists already)."""
+    import asyncio
+    import time
+
+    from contracts.runs import SaeRunCreate
+    from gateway.domain.auth.service import Principal
+    from gateway.domain.runs import repo as run_repo
+    from gateway.domain.runs.sae import create_sae_runs
+
+    while True:
+        with state.factory() as session:
+            run = run_repo.get_embedding_run(session, run_id=embedding_run_id)
+            has_sae = bool(run_repo.list_sae_runs(session, embedding_run_id=embedding_run_id))
+        if run.status in ("failed", "cancelled") or has_sae:
+            return
+        if run.status == "succeeded":
+            break
+        time.sleep(2)
+    asyncio.run(create_sae_runs(state, SaeRunCreate(embedding_run_id=embedding_run_id), Principal(None, "demo"), None))
+
+
 @app.command()
 def demo(
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
@@ -267,6 +289,7 @@ def demo(
     """Generate and import the demo corpus (once), start its pipeline, and serve the dashboard."""
     import asyncio
     import secrets
+    import threading
 
     import uvicorn
 
@@ -283,6 +306,7 @@ def demo(
     key = create_api_key(settings, f"demo-{secrets.token_hex(3)}")
     application = create_app(settings)
     run, _ = asyncio.run(create_embedding_run(application.state, EmbeddingRunCreate(dataset_id=ds.id), Principal(None, "demo"), None))
+    threading.Thread(target=_demo_sae_after, args=(application.state, run.id), daemon=True, name="demo-chain").start()
     print(f"\nPrisma demo: {ds.n_documents:,} documents in dataset {ds.id}; embedding run {run.id} is {run.status}.")
     print(f"  Open   http://127.0.0.1:{port}/login")
     print(f"  Key    {key}\n", flush=True)

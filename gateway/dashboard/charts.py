@@ -29,7 +29,7 @@ def bar_chart_svg(bars: list[Bar], *, title: str, x_label: str, y_label: str, wi
         f'<text x="{left - 6}" y="{top + 4}" text-anchor="end" class="tick">{vmax:g}</text>',
         f'<text x="{left - 6}" y="{top + plot_h}" text-anchor="end" class="tick">0</text>',
     ]
-    label_every = max(1, len(bars) // 12)
+    label_every = max(1, -(-len(bars) // 8))  # at most 8 tick labels, so they never collide
     for i, b in enumerate(bars):
         h = plot_h * b.value / vmax
         x = left + i * step + (step - bar_w) / 2

@@ -27,6 +27,7 @@ from gateway.domain.runs.sae import create_sae_runs
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
 FEATURES_PER_PAGE = 50
+FAMILIES_PER_PAGE = 40
 
 
 def sae_run_or_404(session: SessionDep, run_id: int) -> SaeRun:
@@ -159,15 +160,20 @@ def family_tree(members: list[Any]) -> list[dict[str, Any]]:
 @router.get("/sae-runs/{run_id}/families", response_class=HTMLResponse)
 def families_page(
     request: Request, run_id: int, session: SessionDep, iteration: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Response:
+    from gateway.dashboard.pages import Pager
+
     run = sae_run_or_404(session, run_id)
-    all_fams = feature_repo.list_families(session, sae_run_id=run.id)
+    all_fams = feature_repo.list_families(session, sae_run_id=run.id)  # largest first within an iteration
     iterations = sorted({f.iteration for f in all_fams})
-    fams = [f for f in all_fams if f.iteration == iteration]
+    at_iteration = [f for f in all_fams if f.iteration == iteration]
+    fams = at_iteration[offset : offset + FAMILIES_PER_PAGE]
     members = feature_repo.family_members(session, family_ids=[f.id for f in fams])
     wanted = sorted({m.feature_index for ms in members.values() for m in ms})
     found = feature_repo.features_by_index(session, sae_run_id=run.id, indices=wanted)
     info = {i: {"density": f.density, "label": label} for i, (f, label) in found.items()}
     ctx = {**crumbs(session, run), "families": [{"family": f, "tree": family_tree(members[f.id])} for f in fams],
-           "iterations": iterations, "iteration": iteration, "info": info}
+           "iterations": iterations, "iteration": iteration, "info": info,
+           "pager": Pager(offset=offset, limit=FAMILIES_PER_PAGE, total=len(at_iteration))}
     return render(request, "pages/families.html", ctx)

@@ -74,6 +74,7 @@ def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
 
         page.goto(page.url.split("/features/")[0] + "/families")
         assert page.locator("h1").inner_text() == "Feature families"
+        assert page.locator(".family-list > li").count() <= 40
         if page.locator(".tree details").count():
             page.locator(".tree summary").first.click()  # collapse
             assert page.locator(".tree details").first.get_attribute("open") is None
