@@ -51,12 +51,18 @@ class ServiceClients:
             if url:
                 self._clients[service] = httpx.AsyncClient(base_url=url, headers=headers, timeout=120.0)
             else:
-                app = importlib.import_module(f"services.{service}.app").create_app()
+                app = importlib.import_module(f"services.{service}.app").create_app(self._embedded_settings(service))
                 transport = httpx.ASGITransport(app=app)
                 self._clients[service] = httpx.AsyncClient(
                     transport=transport, base_url=f"http://{service}", headers=headers, timeout=None
                 )
         return self._clients[service]
+
+    def _embedded_settings(self, service: str) -> Any:
+        """The service's own settings, with the gateway's artifact root: one store in one process."""
+        config = importlib.import_module(f"services.{service}.config")
+        cls = type(config.get_settings())
+        return cls(artifact_root=self.settings.artifact_root)
 
     async def post(self, service: str, path: str, json: Any) -> Any:
         try:
