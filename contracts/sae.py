@@ -190,6 +190,14 @@ class SaeTrainPayload(BaseModel):
     families: FamiliesConfig = Field(default_factory=FamiliesConfig)
 
 
+class SaeImportPayload(SaeTrainPayload):
+    """Analyse an SAE trained elsewhere: no training; `config` gives only the hold-out split."""
+
+    source_prefix: str = Field(
+        min_length=1, description="Store folder holding the uploaded sparsify-format cfg.json and sae.safetensors."
+    )
+
+
 class SaeSweepPayload(BaseModel):
     """Several SAEs (k / expansion factors) on one embedding run, as one request."""
 

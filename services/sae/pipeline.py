@@ -26,7 +26,8 @@ from contracts.sae import (FamiliesConfig, FeatureFamily, SaeArtifacts, SaeTrain
 from services.sae.encoding import encode_all, save_codes, save_sparse
 from services.sae.families import build_families
 from services.sae.heatmaps import build_heatmaps
-from services.sae.io import load_checkpoint, save_checkpoint, save_sae
+from services.sae.io import SavedSae, load_checkpoint, load_sae, save_checkpoint, save_sae
+from services.sae.model import TopKSae
 from services.sae.stats import c_norm, decoder_neighbours, feature_summary, pairwise
 from services.sae.trainer import (SaeTrainer, TrainingStopped, decimate, holdout_metrics,
                                   holdout_split, load_embeddings, resolve_device)
@@ -112,8 +113,22 @@ def train_sae(payload: SaeTrainPayload, store: ArtifactStore, *, on_progress: Pr
         trainer.load_state(*checkpoint)
     resumed_from = trainer.step
     steps, seconds = _run_steps(trainer, store, prefix, on_progress, should_stop)
-    sae = trainer.sae
-    saved = save_sae(store, prefix, sae, cfg)
+    saved = save_sae(store, prefix, trainer.sae, cfg)
+    curve = store.write_bytes(f"{prefix}/loss_curve.json", json.dumps(trainer.curve).encode(),
+                              kind="sae-loss-curve")
+    result = analyse(trainer.sae, saved, x, hold_rows, payload, store, curve)
+    result = result.model_copy(update={
+        "loss_curve": decimate(trainer.curve), "steps_done": trainer.step, "resumed_from_step": resumed_from,
+        "seconds": seconds, "samples_per_s": steps * trainer.batch_size / max(seconds, 1e-9),
+    })
+    store.write_bytes(f"{prefix}/result.json", result.model_dump_json().encode(), kind="sae-result")
+    return result
+
+
+def analyse(sae: TopKSae, saved: SavedSae, x: np.ndarray, hold_rows: np.ndarray, payload: SaeTrainPayload,
+            store: ArtifactStore, curve: ArtifactInfo) -> SaeTrainResult:
+    """Encode every document [N, d], score on the held-out rows, compute statistics and families."""
+    prefix = payload.artifact_prefix
     codes = encode_all(sae, x)
     dead_fraction = float(np.mean(np.diff(codes.tocsc().indptr) == 0))
     metrics = holdout_metrics(sae, x[hold_rows], dead_fraction)
@@ -121,17 +136,30 @@ def train_sae(payload: SaeTrainPayload, store: ArtifactStore, *, on_progress: Pr
     w_dec = sae.W_dec.detach().cpu().numpy()
     st = compute_stats(store, prefix, codes, w_dec, payload.stats, payload.families.tau)
     fam_info, families = write_families(store, prefix, st.cooc, st.counts, payload.families)
-    curve = store.write_bytes(f"{prefix}/loss_curve.json", json.dumps(trainer.curve).encode(),
-                              kind="sae-loss-curve")
-    result = SaeTrainResult(
+    return SaeTrainResult(
         run_id=payload.run_id, d=sae.d, num_latents=sae.num_latents, num_documents=x.shape[0],
-        metrics=metrics, loss_curve=decimate(trainer.curve),
+        metrics=metrics, loss_curve=[],
         artifacts=SaeArtifacts(cfg=saved.cfg, weights=saved.weights, codes_csr=codes_csr,
                                codes_csc=codes_csc, stats=st.stats, cooccurrence=st.cooccurrence,
                                activation_similarity=st.activation_similarity, heatmaps=st.heatmaps,
                                families=fam_info, loss_curve=curve),
-        steps_done=trainer.step, resumed_from_step=resumed_from, seconds=seconds,
-        samples_per_s=steps * trainer.batch_size / max(seconds, 1e-9), num_families=len(families),
+        steps_done=0, resumed_from_step=0, seconds=0.0, samples_per_s=0.0, num_families=len(families),
     )
+
+
+def analyse_imported_sae(payload: SaeTrainPayload, source_prefix: str, store: ArtifactStore) -> SaeTrainResult:
+    """An SAE trained elsewhere (sparsify's cfg.json + sae.safetensors under `source_prefix`):
+    checked, saved under the run's prefix, then analysed like a trained one (no training)."""
+    prefix = payload.artifact_prefix
+    if store.exists(f"{prefix}/result.json"):
+        return SaeTrainResult.model_validate_json(store.read_bytes(f"{prefix}/result.json"))
+    x = load_embeddings(store, payload.embeddings)  # [N, d]
+    sae = load_sae(store, source_prefix)
+    if sae.d != x.shape[1]:
+        raise ValueError(f"the SAE reads d = {sae.d} but the embeddings have d = {x.shape[1]}")
+    saved = save_sae(store, prefix, sae, None)
+    _, hold_rows = holdout_split(x.shape[0], payload.config.holdout_fraction, payload.config.seed)
+    curve = store.write_bytes(f"{prefix}/loss_curve.json", b"[]", kind="sae-loss-curve")
+    result = analyse(sae, saved, x, hold_rows, payload, store, curve)
     store.write_bytes(f"{prefix}/result.json", result.model_dump_json().encode(), kind="sae-result")
     return result

@@ -17,9 +17,9 @@ from arq.connections import RedisSettings
 
 from artifacts import ArtifactStore
 from contracts.jobs import Progress
-from contracts.sae import SaeSweepPayload, SaeTrainPayload
+from contracts.sae import SaeImportPayload, SaeSweepPayload, SaeTrainPayload
 from services.sae.config import SaeSettings, get_settings
-from services.sae.pipeline import train_sae
+from services.sae.pipeline import analyse_imported_sae, train_sae
 
 QUEUE = "sae"
 
@@ -71,6 +71,13 @@ async def sae_train(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
     return result.model_dump(mode="json")
 
 
+async def sae_import(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """Check, store and analyse an SAE trained elsewhere (no training); returns SaeTrainResult as JSON."""
+    job = SaeImportPayload.model_validate(payload)
+    result = await _in_thread(ctx, lambda progress, stop: analyse_imported_sae(job, job.source_prefix, ctx["store"]))
+    return result.model_dump(mode="json")
+
+
 async def sae_sweep(ctx: dict[str, Any], payload: dict[str, Any]) -> list[dict[str, Any]]:
     """Several SAEs on one embedding run, one after the other; finished ones are not redone."""
     sweep = SaeSweepPayload.model_validate(payload)
@@ -91,7 +98,7 @@ def _serialize(data: Any) -> bytes:
 class WorkerSettings:
     """`arq services.sae.worker.WorkerSettings`."""
 
-    functions = [sae_train, sae_sweep]
+    functions = [sae_train, sae_sweep, sae_import]
     queue_name = QUEUE
     on_startup = startup
     job_serializer = staticmethod(_serialize)

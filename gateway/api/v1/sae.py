@@ -14,7 +14,10 @@ from gateway.deps import CurrentKey, RequestId, SessionDep
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs import repo
 from gateway.domain.runs.models import SaeRun
+from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.sae import create_sae_runs
+from gateway.domain.runs.sae_import import import_sae_run
+from gateway.uploads import receive_upload
 
 router = APIRouter(prefix="/sae-runs", tags=["SAE runs"])
 NOT_FOUND = {404: {"model": ErrorOut}}
@@ -45,6 +48,30 @@ async def new_sae_runs(body: SaeRunCreate, request: Request, principal: CurrentK
     """Train one SAE (`config`) or a sweep (`sweep`: several configs, one run each, compared side by side)."""
     runs = await create_sae_runs(request.app.state, body, principal, rid)
     return [SaeRunOut.model_validate(r) for r in runs]
+
+
+IMPORT_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file", "embedding_run_id"],
+    "properties": {"file": {"type": "string", "format": "binary", "description": "zip of sparsify's folder: cfg.json + sae.safetensors"},
+                   "embedding_run_id": {"type": "integer"}}}}}}}
+
+
+@router.post("/import", response_model=SaeRunOut, status_code=status.HTTP_202_ACCEPTED, openapi_extra=IMPORT_BODY,
+             responses={413: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+async def import_sae(request: Request, principal: CurrentKey, rid: RequestId) -> SaeRunOut:
+    """Import an SAE trained elsewhere (EleutherAI sparsify's cfg.json + sae.safetensors, zipped) on an
+    embedding run: it is analysed like a trained one (features, statistics, families), without training."""
+    settings = request.app.state.settings
+    upload = await receive_upload(request, tmp_dir=settings.uploads_dir, max_bytes=settings.max_upload_bytes)
+    try:
+        raw_id = upload.fields.get("embedding_run_id", "")
+        if not raw_id.strip().isdigit():
+            raise RunInputError("embedding_run_id: an integer form field is required", field="embedding_run_id")
+        run = await import_sae_run(request.app.state, zip_path=upload.file_path, filename=upload.filename,
+                                   embedding_run_id=int(raw_id), principal=principal, request_id=rid)
+    finally:
+        upload.cleanup()
+    return SaeRunOut.model_validate(run)
 
 
 @router.get("", response_model=SaeRunList)

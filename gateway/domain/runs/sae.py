@@ -151,21 +151,26 @@ def _set_status(ctx: JobContext, run_id: int, status: str) -> None:
         run.status, run.finished_at = status, utcnow()
 
 
-async def sae_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
-    job = SaeRunJob.model_validate(payload)
-    svc_payload = await asyncio.to_thread(_prepare, ctx, job.run_id)
+async def drive_sae_service(ctx: JobContext, run_id: int, function: str, payload: BaseModel) -> dict[str, Any]:
+    """Run an SAE service job for `run_id`, record its result; the run fails or is cancelled with it."""
     try:
-        raw = await run_service_job(ctx, "sae", "sae_train", svc_payload.model_dump(mode="json"))
+        raw = await run_service_job(ctx, "sae", function, payload.model_dump(mode="json"))
     except BaseException:
         cancelled = await asyncio.to_thread(ctx.recorder.cancel_requested)
-        await asyncio.to_thread(_set_status, ctx, job.run_id, "cancelled" if cancelled else "failed")
+        await asyncio.to_thread(_set_status, ctx, run_id, "cancelled" if cancelled else "failed")
         if cancelled:
             raise JobCancelled(ctx.job_id) from None
         raise
     result = SaeTrainResult.model_validate(raw)
-    await asyncio.to_thread(_record_result, ctx, job.run_id, result)
-    return {"run_id": job.run_id, "fvu": result.metrics.fvu, "dead_fraction": result.metrics.dead_fraction,
+    await asyncio.to_thread(_record_result, ctx, run_id, result)
+    return {"run_id": run_id, "fvu": result.metrics.fvu, "dead_fraction": result.metrics.dead_fraction,
             "num_families": result.num_families, "steps": result.steps_done}
+
+
+async def sae_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    job = SaeRunJob.model_validate(payload)
+    svc_payload = await asyncio.to_thread(_prepare, ctx, job.run_id)
+    return await drive_sae_service(ctx, job.run_id, "sae_train", svc_payload)
 
 
 HANDLERS[KIND] = sae_run_handler
