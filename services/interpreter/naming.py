@@ -1,0 +1,200 @@
+"""Naming features: evidence → back-ends → candidate labels → scores → best-of-n.
+
+`Namer.name_features` names a batch of features with every configured back-end; `name_run`
+(runs.py) drives it over a whole SAE run with checkpoints; `interpret_feature` re-interprets
+one feature for the synchronous endpoint; `name_families` names families from their members.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contracts.interpret import (BackendOptions, EvidenceConfig, FamilyLabel, FeatureInterpretations,
+                                 Interpretation, InterpretRequest, InterpretResult, ScoringConfig)
+from contracts.sae import FeatureFamily
+from services.interpreter.backends.base import (Backend, BackendError, FamilyNamer, FamilyRequest,
+                                                NamingRequest, with_retries)
+from services.interpreter.backends.keywords import KeywordsBackend, TermIndex
+from services.interpreter.corpus import Corpus
+from services.interpreter.evidence import EvidenceSet, FeatureTooRare, excerpts, feature_rng, sample_evidence
+from services.interpreter.scoring import EmbedFn, best_index, detection_score, embedding_scores, finalise
+
+HINTS = 8
+"""Contrastive keywords offered to a language model."""
+
+
+@dataclass
+class _Pending:
+    """One feature in flight: its evidence and the interpretations found so far."""
+
+    record: FeatureInterpretations
+    evidence: EvidenceSet | None = None
+    control: str | None = None
+
+
+@dataclass
+class Namer:
+    """Names features of one corpus with several back-ends, scored by the embedding scorer
+    (`embed_texts`) and, when `scoring.detection`, by `judge` (a language-model back-end)."""
+
+    corpus: Corpus
+    backends: list[tuple[BackendOptions, Backend]]
+    embed_texts: EmbedFn | None = None
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    judge: Backend | None = None
+    concurrency: int = 4
+    keyword_pool: int = 200
+    """Documents a side that term statistics count (all non-held-out activating ones, up to this)."""
+    term_index: TermIndex | None = None
+
+    def __post_init__(self) -> None:
+        if self.term_index is None:
+            self.term_index = TermIndex(self.corpus.text(p) for p in range(self.corpus.n_docs))
+        self.keywords = KeywordsBackend(self.term_index)
+        for _, backend in self.backends:
+            if isinstance(backend, KeywordsBackend) and backend.index is None:
+                backend.index = self.term_index
+        self._gate = asyncio.Semaphore(self.concurrency)
+
+    # -- one batch --------------------------------------------------------------------------
+    async def name_features(self, features: Sequence[int], control_pool: Sequence[str] = ()) -> list[FeatureInterpretations]:
+        """Every feature of `features` named by every back-end, scored; order kept."""
+        pending = [self._evidence(f) for f in features]
+        await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
+                               for opts, be in self.backends))
+        self._choose_controls(pending, control_pool)
+        self._score_embedding(pending)
+        if self.scoring.detection and self.judge is not None:
+            await asyncio.gather(*(self._score_detection(p) for p in pending if p.record.interpretations))
+        for p in pending:
+            for interp in p.record.interpretations:
+                finalise(interp, self.scoring)
+            p.record.best = best_index(p.record.interpretations)
+            if p.evidence and not p.record.interpretations and p.record.skipped is None:
+                p.record.skipped = "every back-end failed"
+        return [p.record for p in pending]
+
+    def _evidence(self, feature: int) -> _Pending:
+        n_act = len(self.corpus.column(feature)[0])
+        record = FeatureInterpretations(feature=feature, n_activating=n_act)
+        try:
+            return _Pending(record, sample_evidence(self.corpus, feature, self.evidence, pool=self.keyword_pool))
+        except FeatureTooRare as exc:
+            record.skipped = str(exc)
+            return _Pending(record)
+
+    def _request(self, ev: EvidenceSet, opts: BackendOptions, backend: Backend) -> NamingRequest:
+        ids = dict(activating_ids=ev.pool_activating, non_activating_ids=ev.pool_non_activating)
+        if isinstance(backend, KeywordsBackend):
+            return NamingRequest(ev.feature, (), (), **ids, candidates=opts.candidates)
+        hints = self.keywords.keywords(NamingRequest(ev.feature, (), (), **ids), HINTS)
+        chars = self.evidence.excerpt_chars
+        return NamingRequest(ev.feature, excerpts(self.corpus, ev.feature, ev.activating, chars),
+                             excerpts(self.corpus, ev.feature, ev.non_activating, chars), **ids,
+                             hints=hints, candidates=opts.candidates, temperature=opts.temperature)
+
+    async def _name(self, p: _Pending, opts: BackendOptions, backend: Backend) -> None:
+        ev = p.evidence
+        assert ev is not None
+        try:
+            async with self._gate:
+                result = await backend.name_feature(self._request(ev, opts, backend))
+        except BackendError as exc:
+            p.record.errors.append(f"{backend.name}: {type(exc).__name__}: {exc}"[:300])
+            return
+        ids = ev.ids(pools=isinstance(backend, KeywordsBackend))
+        p.record.interpretations += [
+            Interpretation(feature=ev.feature, label=c.label, description=c.description, backend=backend.name,
+                           model=result.model, prompt_version=result.prompt_version, evidence=ids)
+            for c in result.candidates
+        ]
+
+    def _choose_controls(self, pending: list[_Pending], pool: Sequence[str]) -> None:
+        """Each feature's control: the first label of another feature (this batch or `pool`)."""
+        if not self.scoring.control:
+            return
+        labels = [(p.record.feature, p.record.interpretations[0].label) for p in pending
+                  if p.record.interpretations]
+        candidates = [*labels, *((-1, lab) for lab in pool)]
+        for p in pending:
+            others = [lab for f, lab in candidates if f != p.record.feature
+                      and all(lab != i.label for i in p.record.interpretations)]
+            if others and p.record.interpretations:
+                rng = feature_rng(self.evidence.seed + 1, p.record.feature)
+                p.control = others[int(rng.integers(len(others)))]
+
+    def _score_embedding(self, pending: list[_Pending]) -> None:
+        if not self.scoring.embedding or self.embed_texts is None:
+            return
+        texts = sorted({i.label for p in pending for i in p.record.interpretations}
+                       | {p.control for p in pending if p.control})
+        if not texts:
+            return
+        vectors = dict(zip(texts, np.asarray(self.embed_texts(texts), dtype=np.float32)))
+        for p in pending:
+            if not p.record.interpretations:
+                continue
+            ev = p.evidence
+            assert ev is not None
+            labels = [i.label for i in p.record.interpretations] + ([p.control] if p.control else [])
+            scores = embedding_scores(np.stack([vectors[t] for t in labels]),
+                                      self.corpus.vectors[ev.holdout_activating],
+                                      self.corpus.vectors[ev.holdout_non_activating])
+            control = scores[-1] if p.control else None
+            for interp, s in zip(p.record.interpretations, scores):
+                interp.score_embedding, interp.control_embedding = s, control
+
+    async def _score_detection(self, p: _Pending) -> None:
+        """Detection for each back-end's best candidate by embedding score (all when unscored), and the control."""
+        ev, judge = p.evidence, self.judge
+        assert ev is not None and judge is not None
+        best: dict[str, Interpretation] = {}
+        for interp in p.record.interpretations:
+            cur = best.get(interp.backend)
+            if cur is None or (interp.score_embedding or 0) > (cur.score_embedding or 0):
+                best[interp.backend] = interp
+        pos = [self.corpus.text(i) for i in ev.holdout_activating]
+        neg = [self.corpus.text(i) for i in ev.holdout_non_activating]
+        try:
+            async with self._gate:
+                control = (await detection_score(judge, p.control, None, pos, neg)) if p.control else None
+                for interp in best.values():
+                    interp.score_detection = await detection_score(judge, interp.label, interp.description, pos, neg)
+                    interp.control_detection = control
+        except BackendError as exc:
+            p.record.errors.append(f"detection: {type(exc).__name__}: {exc}"[:300])
+
+
+async def interpret_feature(request: InterpretRequest, corpus: Corpus, backend: Backend, *,
+                            embed_texts: EmbedFn | None, judge: Backend | None = None,
+                            term_index: TermIndex | None = None) -> InterpretResult:
+    """Re-interpret one feature now (the synchronous endpoint); controls come from the request."""
+    namer = Namer(corpus, [(request.backend, backend)], embed_texts, request.evidence, request.scoring,
+                  judge=judge, term_index=term_index)
+    (record,) = await namer.name_features([request.feature], request.control_labels)
+    return InterpretResult.model_validate(record.model_dump())
+
+
+async def name_families(families: Sequence[FeatureFamily], labels: dict[int, str], namer: FamilyNamer, *,
+                        backend: Backend, retries: int = 2) -> list[FamilyLabel]:
+    """A label per family from its parent's and children's labels; unnamed members are left out,
+    and a family whose parent has no label gets none."""
+    out: list[FamilyLabel] = []
+    for fam in families:
+        if fam.parent not in labels:
+            continue
+        request = FamilyRequest(labels[fam.parent], [labels[c] for c in fam.children if c in labels])
+        try:
+            result = await with_retries(lambda _i, r=request: namer.name_family(r), retries=retries, backoff_s=0.5)
+        except BackendError:
+            continue
+        cand = result.candidates[0]
+        out.append(FamilyLabel(iteration=fam.iteration, parent=fam.parent, children=fam.children,
+                               label=cand.label, description=cand.description, backend=backend.name,
+                               model=result.model))
+    return out

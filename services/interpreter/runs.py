@@ -1,0 +1,113 @@
+"""The `interpret_run` job without the queue: name every feature of an SAE run, resumably.
+
+Features are named in batches of `batch_features`; each finished batch is one JSONL shard
+(`interpretations/shard-00000.jsonl`, written atomically), so a killed worker loses at most
+the batch in flight and a retried job skips every shard it finds. Evidence draws depend only
+on (seed, feature), so a resumed run shows the back-ends what an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+
+from artifacts import ArtifactStore
+from contracts.artifacts import ArtifactInfo
+from contracts.interpret import FeatureInterpretations, InterpretRunPayload, InterpretRunResult
+from contracts.jobs import Progress
+from services.interpreter.backends import build_backend
+from services.interpreter.backends.base import Backend, FamilyNamer
+from services.interpreter.config import InterpreterSettings
+from services.interpreter.corpus import Corpus, load_corpus
+from services.interpreter.naming import Namer, name_families
+from services.interpreter.scoring import EmbedFn
+
+ProgressFn = Callable[[Progress], None]
+StopFn = Callable[[], bool]
+
+
+class InterpretRunStopped(RuntimeError):
+    """should_stop() said so; the finished shards stay, a retried job resumes after them."""
+
+
+def shard_key(prefix: str, index: int) -> str:
+    return f"{prefix}/interpretations/shard-{index:05d}.jsonl"
+
+
+def read_shard(store: ArtifactStore, key: str) -> tuple[list[FeatureInterpretations], ArtifactInfo]:
+    data = store.read_bytes(key)
+    info = ArtifactInfo(uri=store.uri(key), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                        kind="interpretations")
+    records = [FeatureInterpretations.model_validate_json(line) for line in data.decode().splitlines() if line.strip()]
+    return records, info
+
+
+def _best_label(record: FeatureInterpretations) -> str | None:
+    return record.interpretations[record.best].label if record.best is not None else None
+
+
+async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settings: InterpreterSettings,
+                   embed_texts: EmbedFn | None, corpus: Corpus | None = None,
+                   backends: list[Backend] | None = None, on_progress: ProgressFn | None = None,
+                   should_stop: StopFn | None = None) -> InterpretRunResult:
+    """Name the payload's features; returns the stored result when the run had finished before."""
+    prefix = payload.artifact_prefix.rstrip("/")
+    if store.exists(f"{prefix}/result.json"):
+        return InterpretRunResult.model_validate_json(store.read_bytes(f"{prefix}/result.json"))
+    corpus = corpus or load_corpus(store, payload.corpus)
+    built = backends or [build_backend(o, settings) for o in payload.backends]
+    judge = next((b for b in built if b.name != "keywords"), None)
+    namer = Namer(corpus, list(zip(payload.backends, built)), embed_texts, payload.evidence, payload.scoring,
+                  judge=judge)
+    features = payload.features if payload.features is not None else list(range(corpus.n_features))
+    batches = [features[i:i + payload.batch_features] for i in range(0, len(features), payload.batch_features)]
+    started, named_now, resumed = time.perf_counter(), 0, 0
+    shards: list[ArtifactInfo] = []
+    records: list[FeatureInterpretations] = []
+    for index, batch in enumerate(batches):
+        key = shard_key(prefix, index)
+        if store.exists(key):
+            found, info = read_shard(store, key)
+            resumed += 1
+        else:
+            if should_stop is not None and should_stop():
+                raise InterpretRunStopped(f"run {payload.run_id} stopped before batch {index}")
+            pool = [lab for r in records[-256:] if (lab := _best_label(r))]
+            found = await namer.name_features(batch, pool)
+            data = "".join(r.model_dump_json() + "\n" for r in found).encode()
+            info = store.write_bytes(key, data, kind="interpretations")
+            named_now += len(batch)
+        shards.append(info)
+        records += found
+        if on_progress is not None:
+            elapsed = time.perf_counter() - started
+            rate = named_now / elapsed if named_now and elapsed > 0 else None
+            done = sum(len(b) for b in batches[: index + 1])
+            on_progress(Progress(done=done, total=len(features), unit="features", rate=rate,
+                                 eta_seconds=(len(features) - done) / rate if rate else None,
+                                 message=f"batch {index + 1}/{len(batches)}"))
+    families = None
+    if payload.families:
+        namer_backend = built[0]
+        labels = {r.feature: lab for r in records if (lab := _best_label(r))}
+        if isinstance(namer_backend, FamilyNamer):
+            fams = await name_families(payload.families, labels, namer_backend, backend=namer_backend)
+            families = store.write_bytes(f"{prefix}/families.json",
+                                         json.dumps([f.model_dump(mode="json") for f in fams]).encode(),
+                                         kind="interpretation-families")
+    seconds = time.perf_counter() - started
+    named = [r for r in records if r.best is not None]
+    scores = [s for r in named if (s := r.interpretations[r.best].score) is not None]
+    flags = [r.interpretations[r.best].reliable for r in named]
+    known = [f for f in flags if f is not None]
+    result = InterpretRunResult(
+        run_id=payload.run_id, n_features=len(features), n_named=len(named), n_skipped=len(records) - len(named),
+        shards=shards, families=families, seconds=seconds,
+        features_per_min=60.0 * named_now / seconds if seconds > 0 else 0.0,
+        mean_score=sum(scores) / len(scores) if scores else None,
+        unreliable_fraction=(sum(not f for f in known) / len(known)) if known else None, resumed_batches=resumed,
+    )
+    store.write_bytes(f"{prefix}/result.json", result.model_dump_json().encode(), kind="interpretation-result")
+    return result

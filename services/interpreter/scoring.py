@@ -1,0 +1,74 @@
+"""How well a label predicts its feature on held-out documents it was never shown.
+
+- Embedding scorer: embed the label, take its cosine with each held-out document's vector;
+  the score is the AUROC of that cosine, activating vs non-activating (no LLM; cheap).
+- Detection scorer: a language model says, document by document, whether the label applies;
+  the score is the balanced accuracy (mean of the recall on each side).
+
+A control label (another feature's) is scored the same way: it says where chance lies for
+this scorer on these documents. A label below the configured threshold is unreliable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy.stats import rankdata
+
+from contracts.interpret import Interpretation, ScoringConfig
+from services.interpreter.backends.base import Backend
+
+#: texts → float32 [len(texts), d] unit-norm vectors, in the document vectors' space.
+EmbedFn = Callable[[list[str]], np.ndarray]
+
+
+def auroc(positive: np.ndarray, negative: np.ndarray) -> float:
+    """P(score of a random positive > that of a random negative), ties counted half (Mann-Whitney U)."""
+    if len(positive) == 0 or len(negative) == 0:
+        raise ValueError("AUROC needs at least one positive and one negative")
+    ranks = rankdata(np.concatenate([positive, negative]))
+    u = ranks[: len(positive)].sum() - len(positive) * (len(positive) + 1) / 2
+    return float(u / (len(positive) * len(negative)))
+
+
+def embedding_scores(label_vectors: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> list[float]:
+    """AUROC per label. label_vectors [L, d]; positive [P, d], negative [Q, d] document vectors."""
+    lv = label_vectors / np.maximum(np.linalg.norm(label_vectors, axis=1, keepdims=True), 1e-12)
+    pos, neg = positive @ lv.T, negative @ lv.T  # [P, L], [Q, L]
+    return [auroc(pos[:, i], neg[:, i]) for i in range(lv.shape[0])]
+
+
+def balanced_accuracy(said_positive: Sequence[bool], said_negative: Sequence[bool]) -> float:
+    """(true-positive rate + true-negative rate) / 2 of the answers on each side."""
+    tpr = float(np.mean(said_positive)) if len(said_positive) else 0.0
+    tnr = 1.0 - float(np.mean(said_negative)) if len(said_negative) else 0.0
+    return (tpr + tnr) / 2
+
+
+async def detection_score(backend: Backend, label: str, description: str | None,
+                          positive: Sequence[str], negative: Sequence[str]) -> float:
+    """Balanced accuracy of `backend` judging whether `label` applies to each held-out text."""
+    answers = await backend.detect(label, description, [*positive, *negative])
+    return balanced_accuracy(answers[: len(positive)], answers[len(positive):])
+
+
+def finalise(interp: Interpretation, cfg: ScoringConfig) -> Interpretation:
+    """Set `score` (detection when measured, else embedding) and `reliable` against its threshold."""
+    if interp.score_detection is not None:
+        interp.score, threshold = interp.score_detection, cfg.detection_threshold
+    elif interp.score_embedding is not None:
+        interp.score, threshold = interp.score_embedding, cfg.embedding_threshold
+    else:
+        interp.score, interp.reliable = None, None
+        return interp
+    interp.reliable = interp.score >= threshold
+    return interp
+
+
+def best_index(interps: Sequence[Interpretation]) -> int | None:
+    """Best-of-n: the highest score; unscored ones only if nothing is scored (then the first)."""
+    if not interps:
+        return None
+    scored = [(i.score, -n) for n, i in enumerate(interps) if i.score is not None]
+    return -max(scored)[1] if scored else 0

@@ -1,0 +1,116 @@
+"""Evidence sampling: held-out documents never shown, quantiles covered, hard negatives, excerpts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contracts.interpret import EvidenceConfig
+from services.interpreter.corpus import load_corpus
+from services.interpreter.evidence import (FeatureTooRare, cut_excerpt, excerpts, quantile_sample,
+                                           sample_evidence, strongest_chunk)
+from services.interpreter.sae_encoder import SaeEncoder
+
+
+@pytest.fixture(scope="module")
+def corpus(synthetic):
+    store, ref = synthetic
+    return load_corpus(store, ref)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("feature", [0, 3, 5, 7])
+def test_held_out_documents_are_never_evidence(corpus, feature, seed):
+    ev = sample_evidence(corpus, feature, EvidenceConfig(seed=seed), pool=300)
+    shown = {*ev.activating, *ev.random_negatives, *ev.hard_negatives, *ev.pool_activating, *ev.pool_non_activating}
+    held = {*ev.holdout_activating, *ev.holdout_non_activating}
+    assert not shown & held
+    active = set(corpus.column(feature)[0].tolist())
+    assert set(ev.activating) <= active and set(ev.holdout_activating) <= active
+    assert not (set(ev.random_negatives) | set(ev.hard_negatives) | set(ev.holdout_non_activating)) & active
+    assert len(ev.holdout_activating) == min(20, len(active) // 2)
+    if corpus.n_docs - len(active) >= 40:  # feature 7 fires almost everywhere: 2 negatives in all
+        assert len(ev.holdout_non_activating) == 20 == len(set(ev.holdout_non_activating))
+    stored = ev.ids(pools=True)
+    assert not ({*stored.activating, *stored.random_negatives, *stored.hard_negatives}
+                & {*stored.holdout_activating, *stored.holdout_non_activating})
+
+
+def test_same_seed_same_evidence(corpus):
+    a, b = (sample_evidence(corpus, 2, EvidenceConfig(seed=4)) for _ in range(2))
+    assert a == b
+
+
+def test_shown_activating_span_the_quantiles(corpus):
+    ev = sample_evidence(corpus, 1, EvidenceConfig(activating=8, quantiles=4))
+    _, acts = corpus.column(1)
+    rest = np.sort(np.asarray([a for p, a in zip(*corpus.column(1)) if p not in ev.holdout_activating]))[::-1]
+    assert ev.activations == sorted(ev.activations, reverse=True)
+    assert ev.activations[0] == pytest.approx(rest[0])  # the top bin gives its strongest
+    assert min(ev.activations) < np.median(rest)  # not only the very top
+
+
+def test_quantile_sample_takes_top_and_every_bin():
+    rng = np.random.default_rng(0)
+    order = np.arange(100)
+    picked = quantile_sample(order, 8, 4, rng)
+    assert len(picked) == 8 and picked[0] == 0 and picked[1] == 1
+    assert [int(np.sum((picked >= lo) & (picked < lo + 25))) for lo in (0, 25, 50, 75)] == [2, 2, 2, 2]
+
+
+def test_hard_negatives_are_nearer_than_random(corpus):
+    ev = sample_evidence(corpus, 4, EvidenceConfig(seed=0))
+    active, _ = corpus.column(4)
+    centroid = corpus.vectors[active].mean(0)
+    hard = corpus.vectors[ev.hard_negatives] @ centroid
+    rand = corpus.vectors[ev.random_negatives] @ centroid
+    assert hard.mean() > rand.mean()
+    held_hard = ev.holdout_non_activating[:10]
+    assert (corpus.vectors[held_hard] @ centroid).mean() > rand.mean()
+
+
+def test_rare_feature_is_refused(corpus):
+    with pytest.raises(FeatureTooRare):
+        sample_evidence(corpus, 6, EvidenceConfig())
+
+
+def test_excerpt_is_centred_on_the_strongest_chunk(corpus):
+    text = corpus.text(14)  # topic 2
+    span = strongest_chunk(corpus, 14, 2)
+    assert span is not None and "diabetes" in text[span[0]:span[1]]
+    (excerpt,) = excerpts(corpus, 2, [14], 60)
+    assert "diabetes" in excerpt and "routine" not in excerpt and len(excerpt) <= 62
+    # the filler feature's strongest chunk is the first one
+    span7 = strongest_chunk(corpus, 14, 7)
+    assert span7 is not None and "routine" in text[span7[0]:span7[1]]
+
+
+def test_cut_excerpt_keeps_short_texts_and_cuts_at_spaces():
+    assert cut_excerpt("short text", (0, 5), 100) == "short text"
+    text = " ".join(f"w{i}" for i in range(200))
+    cut = cut_excerpt(text, (300, 320), 50)
+    assert cut.startswith("…") and cut.endswith("…") and "w" in cut and len(cut) <= 52
+    assert text[310:315].strip().split()[0] in cut
+
+
+def test_numpy_encoder_matches_the_sae_service(tmp_path):
+    torch = pytest.importorskip("torch")
+    from artifacts import ArtifactStore
+    from contracts.sae import SaeConfig
+    from services.sae.io import save_sae
+    from services.sae.model import TopKSae
+
+    store = ArtifactStore(str(tmp_path))
+    sae = TopKSae(16, 64, 4, seed=3)
+    with torch.no_grad():
+        sae.encoder.bias.normal_(0, 0.1)
+        sae.b_dec.normal_(0, 0.1)
+    save_sae(store, "s", sae, SaeConfig(expansion_factor=4, k=4))
+    x = np.random.default_rng(0).normal(size=(10, 16)).astype(np.float32)
+    ref_acts, ref_idx = (t.detach().numpy() for t in sae.encode(torch.from_numpy(x)))
+    acts, idx = SaeEncoder.load(store, "s").encode(x)
+    for r in range(10):
+        want = dict(zip(ref_idx[r].tolist(), ref_acts[r].tolist()))
+        got = dict(zip(idx[r].tolist(), acts[r].tolist()))
+        assert want.keys() == got.keys()
+        np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-4, atol=1e-5)

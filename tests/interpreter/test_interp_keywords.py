@@ -1,0 +1,75 @@
+"""The keywords back-end on a hand-made corpus where the right term is known (English and Italian)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from services.interpreter.backends.base import BackendOutputError, NamingRequest
+from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, fold, log_odds_z, terms
+
+IT_POS = [
+    "Lattante con bronchiolite confermata, saturazione 92%, ricovero in pediatria.",
+    "Diagnosi di bronchiolite: dispnea e rantoli; l'attività respiratoria è aumentata.",
+    "Bronchiolite da VRS nell'ospedale di zona, ossigenoterapia per due giorni.",
+    "Seconda bronchiolite dell'inverno, alimentazione ridotta, idratazione.",
+]
+IT_NEG = [
+    "Otite media acuta, dolore all'orecchio, amoxicillina per sette giorni.",
+    "Visita di controllo: crescita regolare, attività fisica adeguata.",
+    "Faringite streptococcica con febbre, tampone positivo.",
+    "Gastroenterite con vomito, idratazione orale, dieta leggera.",
+]
+EN_POS = [
+    "Seizures in children with epilepsy were reduced by valproate.",
+    "Refractory epilepsy: a new anticonvulsant lowered seizure frequency.",
+    "Epilepsy surgery outcomes in temporal lobe seizures.",
+]
+EN_NEG = [
+    "Breast cancer screening with mammography in older women.",
+    "Hypertension treatment in elderly adults with diuretics.",
+    "Asthma exacerbations in children treated with inhaled steroids.",
+]
+
+
+def test_tokeniser_folds_accents_drops_stop_words_and_elisions():
+    assert fold("Attività") == "attivita"
+    got = terms("Nell'attività dell'ospedale; la febbre")
+    assert got == ["attivita", "ospedale", "febbre"]  # a stop-word or punctuation ends a phrase
+    assert "terapia intensiva" in terms("in terapia intensiva")
+    assert "the" not in terms("the seizure") and "della" not in terms("della febbre")
+
+
+@pytest.mark.anyio
+async def test_italian_label_is_the_known_term_written_with_its_accent():
+    backend = KeywordsBackend()
+    result = await backend.name_feature(NamingRequest(0, IT_POS, IT_NEG))
+    assert result.candidates[0].label.split(", ")[0] == "bronchiolite"
+    assert result.model is None and result.prompt_version == "log-odds-dirichlet.v1"
+    # accents: the term shows as written most often
+    index = TermIndex(["attività respiratoria", "attività fisica", "attivita"], min_df=1)
+    assert index.display("attivita") == "attività"
+
+
+@pytest.mark.anyio
+async def test_english_label_through_a_corpus_index():
+    corpus = EN_POS + EN_NEG
+    backend = KeywordsBackend(TermIndex(corpus, min_df=1))
+    request = NamingRequest(1, (), (), activating_ids=[0, 1, 2], non_activating_ids=[3, 4, 5])
+    result = await backend.name_feature(request)
+    assert result.candidates[0].label.split(", ")[0] in {"epilepsy", "seizures"}
+    assert "epilepsy" in result.candidates[0].label
+    assert "children" not in result.candidates[0].label  # present on both sides
+
+
+@pytest.mark.anyio
+async def test_no_contrast_is_a_typed_error_not_a_placeholder():
+    with pytest.raises(BackendOutputError):
+        await KeywordsBackend().name_feature(NamingRequest(2, ["alpha beta"], ["alpha beta"]))
+
+
+def test_log_odds_prefers_frequent_contrasts_over_rare_ones():
+    y_a = np.array([10.0, 1.0, 5.0])
+    y_b = np.array([1.0, 0.0, 5.0])
+    z = log_odds_z(y_a, y_b, background=np.array([20.0, 2.0, 50.0]))
+    assert z[0] > z[1] > z[2]
