@@ -10,6 +10,7 @@ excerpts), offers the contrastive keywords as hints, asks for several candidates
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import threading
 from pathlib import Path
@@ -20,6 +21,13 @@ from services.interpreter.backends.chat import ChatBackend
 
 _MODELS: dict[tuple[str, int, int | None], Any] = {}
 _LOAD_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_models() -> None:
+    """Free the models before interpreter shutdown (Llama.__del__ fails once modules are torn down)."""
+    while _MODELS:
+        _MODELS.popitem()[1].close()
 
 
 def smollm2_path() -> Path:

@@ -1,0 +1,83 @@
+"""Interpreter HTTP app: `GET /health`, `POST /interpret` (re-interpret one feature now). HTTP only."""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+
+from artifacts import ArtifactStore
+from contracts.interpret import CorpusRef, InterpretRequest, InterpretResult
+from services.interpreter.backends import build_backend
+from services.interpreter.backends.base import BackendError
+from services.interpreter.backends.keywords import TermIndex
+from services.interpreter.config import InterpreterSettings, get_settings
+from services.interpreter.corpus import Corpus, load_corpus
+from services.interpreter.embedder_client import EmbedderError, http_embedder
+from services.interpreter.naming import interpret_feature
+from services.interpreter.scoring import EmbedFn
+
+
+class CorpusCache:
+    """The last `size` corpora (vectors, codes, term index) used, by their artifact references."""
+
+    def __init__(self, store: ArtifactStore, size: int) -> None:
+        self.store, self.size = store, size
+        self._items: OrderedDict[str, tuple[Corpus, TermIndex]] = OrderedDict()
+
+    def get(self, ref: CorpusRef) -> tuple[Corpus, TermIndex]:
+        key = ref.model_dump_json()
+        if key not in self._items:
+            corpus = load_corpus(self.store, ref)
+            self._items[key] = (corpus, TermIndex(corpus.text(p) for p in range(corpus.n_docs)))
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        self._items.move_to_end(key)
+        return self._items[key]
+
+
+def create_app(settings: InterpreterSettings | None = None, *, embed_texts: EmbedFn | None = None) -> FastAPI:
+    """`embed_texts` embeds labels for the embedding scorer; None: the embedder service over HTTP."""
+    settings = settings or get_settings()
+    app = FastAPI(title="Prisma interpreter service", version="0.1.0")
+    app.state.settings = settings
+    app.state.corpora = CorpusCache(ArtifactStore(settings.artifact_root), settings.cached_corpora)
+    token = settings.service_token.get_secret_value() if settings.service_token else None
+    app.state.embed_texts = embed_texts or http_embedder(settings.embedder_url, model=settings.embed_model,
+                                                         token=token)
+
+    def require_token(authorization: Annotated[str | None, Header()] = None) -> None:
+        if token is None:
+            return
+        given = (authorization or "").removeprefix("Bearer ")
+        if not authorization or not secrets.compare_digest(given, token):
+            raise HTTPException(401, "missing or wrong service token", headers={"WWW-Authenticate": "Bearer"})
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/interpret", response_model=InterpretResult, dependencies=[Depends(require_token)])
+    async def interpret(body: InterpretRequest, request: Request) -> InterpretResult:
+        try:
+            corpus, index = request.app.state.corpora.get(body.corpus)
+        except FileNotFoundError as exc:
+            raise HTTPException(404, f"corpus: artifact not found: {exc}") from exc
+        except ValueError as exc:
+            raise HTTPException(422, f"corpus: {exc}") from exc
+        if body.feature >= corpus.n_features:
+            raise HTTPException(422, f"feature: {body.feature} is not below n = {corpus.n_features}")
+        if body.scoring.detection and body.backend.backend == "keywords":
+            raise HTTPException(422, "scoring.detection: needs an LLM back-end (ollama or llamacpp)")
+        backend = build_backend(body.backend, settings)
+        try:
+            return await interpret_feature(body, corpus, backend, embed_texts=request.app.state.embed_texts,
+                                           judge=backend if body.scoring.detection else None, term_index=index)
+        except EmbedderError as exc:
+            raise HTTPException(502, str(exc)) from exc
+        except BackendError as exc:
+            raise HTTPException(502, f"{type(exc).__name__}: {exc}") from exc
+
+    return app

@@ -1,0 +1,34 @@
+"""Label embeddings through the embedder service's `POST /embed` (the contracts' EmbedRequest)."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+
+from contracts.embed import EmbedRequest, EmbedResponse
+from services.interpreter.scoring import EmbedFn
+
+
+class EmbedderError(RuntimeError):
+    """The embedder service failed or answered something else than an EmbedResponse."""
+
+
+def http_embedder(base_url: str, *, model: str = "default", token: str | None = None,
+                  timeout_s: float = 60.0, batch: int = 256) -> EmbedFn:
+    """An EmbedFn that calls the embedder over HTTP, `batch` texts a request; vectors unit-norm."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        out = []
+        for i in range(0, len(texts), batch):
+            body = EmbedRequest(texts=texts[i:i + batch], model=model).model_dump(mode="json")
+            try:
+                response = client.post("/embed", json=body)
+                response.raise_for_status()
+            except httpx.HTTPError as exc:
+                raise EmbedderError(f"embedder at {base_url}: {exc}") from exc
+            out.append(np.asarray(EmbedResponse.model_validate(response.json()).vectors, np.float32))
+        return np.concatenate(out)
+
+    return embed
