@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from artifacts import ArtifactStore
 from gateway.config import GatewaySettings
+from gateway.db import session_scope
 from gateway.domain.auth.models import ApiKey
 from gateway.domain.auth.service import Principal, verify_key
 from gateway.domain.datasets import repo as dataset_repo
@@ -24,16 +25,9 @@ def get_settings_dep(request: Request) -> GatewaySettings:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """A session per request; committed by the handler's service call, rolled back on error."""
-    session = request.app.state.factory()
-    try:
+    """A unit of work per request: committed after the handler, rolled back on error."""
+    with session_scope(request.app.state.factory) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 SettingsDep = Annotated[GatewaySettings, Depends(get_settings_dep)]

@@ -18,8 +18,7 @@ from gateway.domain.runs.errors import RunInputError
 
 from gateway.api.v1.datasets import receive_and_import
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
-from gateway.domain.auth import repo as auth_repo
-from gateway.domain.auth.service import verify_key
+from gateway.domain.auth.service import audit, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs import repo as job_repo
@@ -73,7 +72,7 @@ def login(
         return login_page_response(request, status_code=401, error="That key is not valid.")
     request.session.clear()
     request.session["key_id"] = principal.key_id
-    auth_repo.add_audit_event(session, actor=principal.name, api_key_id=principal.key_id, action="session.login")
+    audit(session, principal, "session.login")
     target = next if next.startswith("/") and not urlparse(next).netloc and not next.startswith("//") else "/datasets"
     return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
 

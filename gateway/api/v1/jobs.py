@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from contracts.catalog import ErrorOut
 from contracts.jobs import JobOut, JobPage, JobStatus
 from gateway.deps import CurrentKey, RequestId, SessionDep
-from gateway.domain.auth import repo as auth_repo
+from gateway.domain.auth.service import audit
 from gateway.domain.jobs import repo
 from gateway.domain.jobs.service import JobNotFound, request_cancel, to_out
 
@@ -42,8 +42,5 @@ def cancel_job(job_id: str, session: SessionDep, principal: CurrentKey, rid: Req
         job = request_cancel(session, job_id=job_id)
     except JobNotFound:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"job {job_id!r} not found") from None
-    auth_repo.add_audit_event(
-        session, actor=principal.name, api_key_id=principal.key_id, action="job.cancel",
-        target_type="job", target_id=job_id, request_id=rid,
-    )
+    audit(session, principal, "job.cancel", target_type="job", target_id=job_id, request_id=rid)
     return to_out(job)

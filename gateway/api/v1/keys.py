@@ -10,7 +10,7 @@ from contracts.catalog import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, AuditEvent
 from gateway.deps import CurrentKey, RequestId, SessionDep
 from gateway.domain.auth import repo
 from gateway.domain.auth.models import ApiKey
-from gateway.domain.auth.service import KeyNameTaken, create_key
+from gateway.domain.auth.service import KeyNameTaken, audit, create_key
 
 router = APIRouter(tags=["auth"])
 
@@ -27,10 +27,7 @@ def new_key(body: ApiKeyCreate, session: SessionDep, principal: CurrentKey, rid:
         key, plain = create_key(session, name=body.name)
     except KeyNameTaken as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
-    repo.add_audit_event(
-        session, actor=principal.name, api_key_id=principal.key_id, action="apikey.create",
-        target_type="api_key", target_id=key.id, request_id=rid,
-    )
+    audit(session, principal, "apikey.create", target_type="api_key", target_id=key.id, request_id=rid)
     return ApiKeyCreated(**ApiKeyOut.model_validate(key).model_dump(), key=plain)
 
 
@@ -40,10 +37,7 @@ def revoke(key_id: int, session: SessionDep, principal: CurrentKey, rid: Request
     if key is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"API key {key_id} not found")
     repo.revoke_key(session, key=key)
-    repo.add_audit_event(
-        session, actor=principal.name, api_key_id=principal.key_id, action="apikey.revoke",
-        target_type="api_key", target_id=key_id, request_id=rid,
-    )
+    audit(session, principal, "apikey.revoke", target_type="api_key", target_id=key_id, request_id=rid)
     return ApiKeyOut.model_validate(key)
 
 

@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -30,6 +31,17 @@ class Principal:
 
 class KeyNameTaken(ValueError):
     pass
+
+
+def audit(
+    session: Session, principal: Principal | None, action: str, *, target_type: str | None = None,
+    target_id: str | int | None = None, request_id: str | None = None, details: dict[str, Any] | None = None,
+) -> None:
+    """Record who did `action` (a key, or the command line when `principal` is None). Never document text."""
+    repo.add_audit_event(
+        session, actor=principal.name if principal else "cli", api_key_id=principal.key_id if principal else None,
+        action=action, target_type=target_type, target_id=target_id, request_id=request_id, details=details,
+    )
 
 
 def hash_key(key: str) -> str:

@@ -21,8 +21,7 @@ from artifacts import ArtifactStore
 from contracts.datasets import ColumnMapping
 from gateway.db import session_scope
 from gateway.domain.artifacts import repo as artifact_repo
-from gateway.domain.auth import repo as auth_repo
-from gateway.domain.auth.service import Principal
+from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo
 from gateway.domain.datasets.models import Dataset
 from gateway.domain.datasets.parsing import DatasetInputError, detect_format, iter_documents
@@ -86,16 +85,8 @@ def import_dataset(
             ds.snapshot_artifact_id = art.id
             ds.n_documents, ds.text_bytes = stats.n_documents, stats.text_bytes
             ds.label_counts = dict(stats.labels.most_common())
-            auth_repo.add_audit_event(
-                session,
-                actor=principal.name if principal else "cli",
-                api_key_id=principal.key_id if principal else None,
-                action="dataset.create",
-                target_type="dataset",
-                target_id=ds.id,
-                request_id=request_id,
-                details={"format": fmt, "n_documents": stats.n_documents, "size_bytes": req.upload_size},
-            )
+            audit(session, principal, "dataset.create", target_type="dataset", target_id=ds.id, request_id=request_id,
+                  details={"format": fmt, "n_documents": stats.n_documents, "size_bytes": req.upload_size})
     except BaseException:
         if snapshot_key is not None:
             store.delete(snapshot_key)
@@ -183,16 +174,8 @@ def delete_dataset(
         n_docs = ds.n_documents
         repo.delete_dataset(session, dataset=ds)
         artifact_repo.forget_owner(session, owner_type="dataset", owner_id=dataset_id)
-        auth_repo.add_audit_event(
-            session,
-            actor=principal.name if principal else "cli",
-            api_key_id=principal.key_id if principal else None,
-            action="dataset.delete",
-            target_type="dataset",
-            target_id=dataset_id,
-            request_id=request_id,
-            details={"n_documents": n_docs},
-        )
+        audit(session, principal, "dataset.delete", target_type="dataset", target_id=dataset_id,
+              request_id=request_id, details={"n_documents": n_docs})
     store.delete(f"datasets/{dataset_id}")
     return True
 

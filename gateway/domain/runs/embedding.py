@@ -11,15 +11,14 @@ from contracts.embed import EmbedJobPayload, EmbedJobResult, EmbeddingRunSpec
 from contracts.runs import EmbeddingRunCreate
 from gateway.db import session_scope, utcnow
 from gateway.domain.artifacts import repo as artifact_repo
-from gateway.domain.auth import repo as auth_repo
-from gateway.domain.auth.service import Principal
+from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobCancelled, JobContext
-from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import run_service_job
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.jobs import start_run_job
 from gateway.domain.runs.models import EmbeddingRun
 from gateway.services import ServiceClients, ServiceError
 
@@ -59,16 +58,9 @@ async def create_embedding_run(app_state: Any, body: EmbeddingRunCreate, princip
             session, dataset_id=body.dataset_id, model=spec.model, pooling=spec.pooling, normalize=spec.normalize,
             max_length=spec.max_length, spec=spec_json, status="queued",
         )
-        auth_repo.add_audit_event(
-            session, actor=principal.name, api_key_id=principal.key_id, action="embedding_run.create",
-            target_type="embedding_run", target_id=run.id, request_id=request_id,
-            details={"dataset_id": body.dataset_id, "model": spec.model},
-        )
-    job = await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
-                       payload=EmbeddingRunJob(run_id=run.id), created_by_key_id=principal.key_id)
-    with session_scope(app_state.factory) as session:
-        run = repo.get_embedding_run(session, run_id=run.id)
-        run.job_id = job.id
+        audit(session, principal, "embedding_run.create", target_type="embedding_run", target_id=run.id,
+              request_id=request_id, details={"dataset_id": body.dataset_id, "model": spec.model})
+    run = await start_run_job(app_state, run, kind=KIND, payload=EmbeddingRunJob(run_id=run.id), principal=principal)
     return run, True
 
 

@@ -18,15 +18,14 @@ from contracts.runs import SaeRunCreate
 from contracts.sae import FeatureFamily, SaeTrainPayload, SaeTrainResult
 from gateway.db import session_scope, utcnow
 from gateway.domain.artifacts import repo as artifact_repo
-from gateway.domain.auth import repo as auth_repo
-from gateway.domain.auth.service import Principal
+from gateway.domain.auth.service import Principal, audit
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobCancelled, JobContext
-from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import run_service_job
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.jobs import start_run_job
 from gateway.domain.runs.models import SaeRun
 
 KIND = "sae_run"
@@ -71,18 +70,10 @@ async def create_sae_runs(app_state: Any, body: SaeRunCreate, principal: Princip
             session.add(run)
             session.flush()
             runs.append(run)
-            auth_repo.add_audit_event(
-                session, actor=principal.name, api_key_id=principal.key_id, action="sae_run.create",
-                target_type="sae_run", target_id=run.id, request_id=request_id,
-                details={"embedding_run_id": emb.id, "k": cfg["k"], "expansion_factor": cfg["expansion_factor"]},
-            )
-    for run in runs:
-        job = await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
-                           payload=SaeRunJob(run_id=run.id), created_by_key_id=principal.key_id)
-        with session_scope(app_state.factory) as session:
-            repo.get_sae_run(session, run_id=run.id).job_id = job.id
-        run.job_id = job.id
-    return runs
+            audit(session, principal, "sae_run.create", target_type="sae_run", target_id=run.id, request_id=request_id,
+                  details={"embedding_run_id": emb.id, "k": cfg["k"], "expansion_factor": cfg["expansion_factor"]})
+    return [await start_run_job(app_state, run, kind=KIND, payload=SaeRunJob(run_id=run.id), principal=principal)
+            for run in runs]
 
 
 def _prepare(ctx: JobContext, run_id: int) -> SaeTrainPayload:

@@ -18,13 +18,12 @@ from pydantic import BaseModel
 from contracts.runs import SaeRunCreate
 from contracts.sae import SaeConfig, SaeImportPayload
 from gateway.db import session_scope
-from gateway.domain.auth import repo as auth_repo
-from gateway.domain.auth.service import Principal
+from gateway.domain.auth.service import Principal, audit
 from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
-from gateway.domain.jobs.service import submit
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.jobs import start_run_job
 from gateway.domain.runs.models import SaeRun
 from gateway.domain.runs.sae import SaeRunJob, _prepare, drive_sae_service
 
@@ -101,19 +100,13 @@ async def import_sae_run(app_state: Any, *, zip_path: Path, filename: str | None
                                  "families": body.families.model_dump(mode="json"), "imported_cfg": cfg})
             session.add(run)
             session.flush()
-            auth_repo.add_audit_event(session, actor=principal.name, api_key_id=principal.key_id, action="sae_run.import",
-                                      target_type="sae_run", target_id=run.id, request_id=request_id,
-                                      details={"embedding_run_id": embedding_run_id, "k": cfg["k"], "n": cfg["num_latents"]})
+            audit(session, principal, "sae_run.import", target_type="sae_run", target_id=run.id, request_id=request_id,
+                  details={"embedding_run_id": embedding_run_id, "k": cfg["k"], "n": cfg["num_latents"]})
         for name in FILES:
             with zf.open(members[name]) as src, app_state.store.open_write(f"sae-runs/{run.id}/upload/{name}", kind="sae-upload") as dst:
                 while chunk := src.read(1 << 20):
                     dst.write(chunk)
-    job = await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
-                       payload=SaeRunJob(run_id=run.id), created_by_key_id=principal.key_id)
-    with session_scope(app_state.factory) as session:
-        repo.get_sae_run(session, run_id=run.id).job_id = job.id
-    run.job_id = job.id
-    return run
+    return await start_run_job(app_state, run, kind=KIND, payload=SaeRunJob(run_id=run.id), principal=principal)
 
 
 async def sae_import_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
