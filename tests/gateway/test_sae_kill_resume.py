@@ -1,0 +1,69 @@
+"""SIGKILL the process training an SAE; the restarted process resumes from the last checkpoint and
+finishes with the metrics of an uninterrupted run (resume is exact: same steps, same data order)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.demo.corpus import write_csv
+from tests.live import create_key, live_server
+
+pytestmark = pytest.mark.slow
+CONFIG = {"expansion_factor": 2, "k": 8, "max_steps": 300, "batch_size": 32, "checkpoint_every_steps": 25}
+
+
+def embed(url: str, h: dict, corpus: Path) -> int:
+    with corpus.open("rb") as f:
+        ds = httpx.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("c.csv", f)}).json()
+    run = httpx.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"]}, timeout=120).json()
+    return wait(url, h, f"/api/v1/embedding-runs/{run['id']}")["id"]
+
+
+def wait(url: str, h: dict, path: str, timeout: float = 300) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        obj = httpx.get(f"{url}{path}", headers=h).json()
+        if obj["status"] in ("succeeded", "failed", "cancelled"):
+            assert obj["status"] == "succeeded", obj
+            return obj
+        time.sleep(0.3)
+    raise TimeoutError(path)
+
+
+def train(url: str, h: dict, emb_id: int) -> int:
+    return httpx.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": emb_id, "config": CONFIG}).json()[0]["id"]
+
+
+def test_killed_server_resumes_sae_training(tmp_path: Path) -> None:
+    corpus = write_csv(tmp_path / "c.csv", n=150, seed=6)
+    ref_data = tmp_path / "ref"
+    with live_server(ref_data) as (url, _):
+        h = {"Authorization": f"Bearer {create_key(ref_data)}"}
+        reference = wait(url, h, f"/api/v1/sae-runs/{train(url, h, embed(url, h, corpus))}")
+
+    data = tmp_path / "killed"
+    latest = data / "artifacts" / "sae-runs" / "1" / "checkpoint" / "latest.json"
+    with live_server(data) as (url, proc):
+        h = {"Authorization": f"Bearer {create_key(data)}"}
+        run_id = train(url, h, embed(url, h, corpus))
+        deadline = time.monotonic() + 120
+        while not latest.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert latest.exists(), "the kill must land after a checkpoint"
+    assert not (data / "artifacts" / "sae-runs" / "1" / "result.json").exists(), "the kill must land mid-run"
+
+    with live_server(data) as (url, _):
+        resumed = wait(url, h, f"/api/v1/sae-runs/{run_id}")
+        job = httpx.get(f"{url}/api/v1/jobs/{resumed['job_id']}", headers=h).json()
+    assert job["attempts"] == 2
+    assert resumed["loss_curve"][-1]["step"] == CONFIG["max_steps"]
+    for key in ("fvu", "explained_variance", "dead_fraction", "l0"):
+        assert resumed["metrics"][key] == pytest.approx(reference["metrics"][key], rel=1e-4, abs=1e-6), key
