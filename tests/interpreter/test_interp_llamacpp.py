@@ -38,6 +38,8 @@ def test_copies_are_dropped_and_nothing_left_is_an_error():
         parse_candidates('{"candidates": [{"label": "Seizures in children with epilepsy were reduced"}]}', docs, 3)
     with pytest.raises(BackendOutputError):
         parse_candidates("not json", docs, 3)
+    with pytest.raises(BackendOutputError):  # SmolLM2 echoes the prompt's headings
+        parse_candidates('{"candidates": [{"label": "ACTIVATING"}, {"label": "P"}]}', docs, 3)
 
 
 @pytest.mark.slow

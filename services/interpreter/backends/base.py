@@ -151,6 +151,17 @@ def copies_document(label: str, documents: Sequence[str], ngram: int = 4, max_wo
     return False
 
 
+#: Words of our prompts that a small model echoes as a "label".
+PROMPT_ECHOES = frozenset({"activating", "non activating", "nonactivating", "label", "description", "feature",
+                           "concept", "candidates", "document", "documents", "none"})
+
+
+def echoes_prompt(label: str) -> bool:
+    """A label with fewer than 3 letters, or only a word of the prompt (e.g. 'ACTIVATING')."""
+    words = _words(label)
+    return sum(len(w) for w in words) < 3 or " ".join(words) in PROMPT_ECHOES
+
+
 def parse_candidates(content: str, documents: Sequence[str], n: int) -> list[LabelCandidate]:
     """A naming answer's JSON → its candidates, copies of documents and duplicates dropped.
 
@@ -174,7 +185,7 @@ def parse_candidates(content: str, documents: Sequence[str], n: int) -> list[Lab
             continue
         cand.label = " ".join(cand.label.split()).strip(" .:;,\"'")
         key = _fold(cand.label)
-        if not cand.label or key in seen or copies_document(cand.label, documents):
+        if not cand.label or key in seen or echoes_prompt(cand.label) or copies_document(cand.label, documents):
             continue
         seen.add(key)
         out.append(cand)
