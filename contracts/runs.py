@@ -104,6 +104,8 @@ class FeatureOut(BaseModel):
     mean_activation: float = Field(description="Mean over the documents where it fires.")
     max_activation: float
     label: str | None = Field(default=None, description="Best-scoring interpretation's label, when named.")
+    score: float | None = Field(default=None, description="That label's held-out score (AUROC or balanced accuracy).")
+    reliable: bool | None = Field(default=None, description="Whether the score reaches the threshold; an unreliable label is not a fact.")
 
 
 class FeaturePage(BaseModel):
@@ -111,6 +113,23 @@ class FeaturePage(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class InterpretationOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    label: str
+    description: str | None
+    backend: str
+    model: str | None
+    prompt_version: str | None
+    score_embedding: float | None = Field(description="AUROC of cos(label, document) on held-out documents.")
+    score_detection: float | None = Field(description="Balanced accuracy of the LLM judge on held-out documents.")
+    score: float | None
+    reliable: bool | None
+    evidence: dict[str, Any] = Field(description="Dataset positions shown and scored on (never text).")
+    created_at: datetime
 
 
 class FeatureDetail(FeatureOut):

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from pydantic import ValidationError
 
+from contracts.interpret import BackendOptions
 from contracts.runs import SaeRunCreate
 from contracts.sae import SaeConfig
 from gateway.dashboard.charts import Bar, Series, bar_chart_svg, heatmap_svg, line_chart_svg
@@ -18,6 +19,7 @@ from gateway.dashboard.views import check_csrf, render
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.features import repo as feature_repo
+from gateway.domain.features.interpret import InterpretationRequest, start_interpretation
 from gateway.domain.jobs import repo as job_repo
 from gateway.domain.jobs.service import to_out
 from gateway.domain.runs import repo as run_repo
@@ -120,7 +122,7 @@ def features_page(
 
     run = sae_run_or_404(session, run_id)
     rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=FEATURES_PER_PAGE, offset=offset)
-    items = [{"f": f, "label": label, "spark": sparkline(f.histogram.get("counts", []))} for f, label in rows]
+    items = [{"f": f, "best": best, "spark": sparkline(f.histogram.get("counts", []))} for f, best in rows]
     ctx = {**crumbs(session, run), "items": items, "sort": sort,
            "pager": Pager(offset=offset, limit=FEATURES_PER_PAGE, total=total)}
     return render(request, "pages/features.html", ctx)
@@ -133,13 +135,14 @@ def feature_page(request: Request, run_id: int, index: int, session: SessionDep)
     if found is None:
         n = run.n_latents or 0
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"feature {index} not found (features are 0..{n - 1})")
-    feat, label = found
+    feat, best = found
     counts = feat.histogram.get("counts", [])
     width = feat.max_activation / max(len(counts), 1)
     chart = bar_chart_svg([Bar(f"{(i + 0.5) * width:.2f}", c) for i, c in enumerate(counts)],
                           title=f"Activation histogram of feature {index}", x_label="activation", y_label="documents")
     fam_ids = feature_repo.families_of_feature(session, sae_run_id=run.id, index=index)
-    ctx = {**crumbs(session, run), "feature": feat, "label": label, "chart": Markup(chart),
+    ctx = {**crumbs(session, run), "feature": feat, "best": best, "chart": Markup(chart),
+           "interpretations": feature_repo.interpretations_of(session, feature_id=feat.id),
            "cooccurring": feat.neighbours.get("cooccurring", []), "decoder": feat.neighbours.get("decoder", []),
            "families": [f for f in feature_repo.list_families(session, sae_run_id=run.id) if f.id in fam_ids]}
     return render(request, "pages/feature.html", ctx)
@@ -172,8 +175,25 @@ def families_page(
     members = feature_repo.family_members(session, family_ids=[f.id for f in fams])
     wanted = sorted({m.feature_index for ms in members.values() for m in ms})
     found = feature_repo.features_by_index(session, sae_run_id=run.id, indices=wanted)
-    info = {i: {"density": f.density, "label": label} for i, (f, label) in found.items()}
+    info = {i: {"density": f.density, "label": best.label if best else None, "reliable": best.reliable if best else None}
+            for i, (f, best) in found.items()}
     ctx = {**crumbs(session, run), "families": [{"family": f, "tree": family_tree(members[f.id])} for f in fams],
            "iterations": iterations, "iteration": iteration, "info": info,
            "pager": Pager(offset=offset, limit=FAMILIES_PER_PAGE, total=len(at_iteration))}
     return render(request, "pages/families.html", ctx)
+
+
+@router.post("/sae-runs/{run_id}/interpret", response_class=HTMLResponse)
+async def start_naming(
+    request: Request, run_id: int, principal: CurrentUser, rid: RequestId,
+    backend: Annotated[str, Form()] = "keywords", csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    check_csrf(request, csrf_token)
+    try:
+        body = InterpretationRequest(backends=[BackendOptions(backend=backend)])
+        job = await start_interpretation(request.app.state, run_id, body, principal, rid)
+    except RunInputError as exc:
+        return render(request, "partials/_flash.html", {"error": exc.message}, status_code=422)
+    except ValidationError as exc:
+        return render(request, "partials/_flash.html", {"error": exc.errors()[0]["msg"]}, status_code=422)
+    return render(request, "partials/_flash_ok.html", {"message": f"Naming started: follow job {job.id} on the Jobs page."})

@@ -7,9 +7,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from contracts.catalog import ErrorOut
+from contracts.jobs import JobOut
 from contracts.runs import (
-    FamilyMemberOut, FamilyOut, FeatureDetail, FeatureOut, FeaturePage, Neighbour, SaeRunCreate, SaeRunList, SaeRunOut,
+    FamilyMemberOut, FamilyOut, FeatureDetail, FeatureOut, FeaturePage, InterpretationOut, Neighbour, SaeRunCreate,
+    SaeRunList, SaeRunOut,
 )
+from gateway.domain.features.interpret import InterpretationRequest, start_interpretation
 from gateway.deps import CurrentKey, RequestId, SessionDep
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs import repo
@@ -96,7 +99,7 @@ def list_features(
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> FeaturePage:
     rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=limit, offset=offset)
-    items = [FeatureOut.model_validate(f).model_copy(update={"label": label}) for f, label in rows]
+    items = [feature_out(f, best) for f, best in rows]
     return FeaturePage(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -107,14 +110,38 @@ def get_feature(
     found = feature_repo.get_feature(session, sae_run_id=run.id, index=index)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"SAE run {run.id} has no statistics yet ({run.status})")
-    feat, label = found
+    feat, best = found
     return FeatureDetail(
-        **FeatureOut.model_validate(feat).model_dump(exclude={"label"}), label=label,
+        **feature_out(feat, best).model_dump(),
         histogram=feat.histogram.get("counts", []),
         cooccurring=[Neighbour(index=j, value=v) for j, v in feat.neighbours.get("cooccurring", [])],
         decoder_similar=[Neighbour(index=j, value=v) for j, v in feat.neighbours.get("decoder", [])],
         families=feature_repo.families_of_feature(session, sae_run_id=run.id, index=index),
     )
+
+
+@router.post("/{run_id}/interpretations", response_model=JobOut, status_code=status.HTTP_202_ACCEPTED,
+             responses={409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+async def interpret(run_id: int, body: InterpretationRequest, request: Request, principal: CurrentKey, rid: RequestId) -> JobOut:
+    """Name every feature of the run (or `features`) with the chosen back-ends; each name is scored on
+    held-out documents and the best one is shown. A job: follow it at /api/v1/jobs/{id}."""
+    return await start_interpretation(request.app.state, run_id, body, principal, rid)
+
+
+@router.get("/{run_id}/features/{index}/interpretations", response_model=list[InterpretationOut], responses=NOT_FOUND)
+def feature_interpretations(
+    run: SaeRunDep, index: Annotated[int, Depends(valid_feature_index)], session: SessionDep, _: CurrentKey,
+) -> list[InterpretationOut]:
+    """Every interpretation of a feature, best first (back-end, model, prompt version, scores, evidence ids)."""
+    found = feature_repo.get_feature(session, sae_run_id=run.id, index=index)
+    if found is None:
+        return []
+    return [InterpretationOut.model_validate(i) for i in feature_repo.interpretations_of(session, feature_id=found[0].id)]
+
+
+def feature_out(feat, best) -> FeatureOut:  # noqa: ANN001
+    extra = {"label": best.label, "score": best.score, "reliable": best.reliable} if best is not None else {}
+    return FeatureOut.model_validate(feat).model_copy(update=extra)
 
 
 @router.get("/{run_id}/families", response_model=list[FamilyOut], responses=NOT_FOUND)

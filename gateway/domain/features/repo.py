@@ -25,23 +25,23 @@ def replace_features(session: Session, *, sae_run_id: int, rows: list[dict[str, 
 
 def list_features(
     session: Session, *, sae_run_id: int, sort: str, limit: int, offset: int, min_density: float | None = None,
-) -> tuple[list[tuple[Feature, str | None]], int]:
-    """Features with their best interpretation's label (None where not named yet)."""
+) -> tuple[list[tuple[Feature, Interpretation | None]], int]:
+    """Features with their best interpretation (None where not named yet)."""
     where = [Feature.sae_run_id == sae_run_id]
     if min_density is not None:
         where.append(Feature.density >= min_density)
     stmt = (
-        select(Feature, Interpretation.label)
+        select(Feature, Interpretation)
         .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
         .where(*where).order_by(SORTS[sort], Feature.index).limit(limit).offset(offset)
     )
     total = session.scalar(select(func.count()).select_from(Feature).where(*where)) or 0
-    return [(f, label) for f, label in session.execute(stmt)], total
+    return [(f, best) for f, best in session.execute(stmt)], total
 
 
-def get_feature(session: Session, *, sae_run_id: int, index: int) -> tuple[Feature, str | None] | None:
+def get_feature(session: Session, *, sae_run_id: int, index: int) -> tuple[Feature, Interpretation | None] | None:
     stmt = (
-        select(Feature, Interpretation.label)
+        select(Feature, Interpretation)
         .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
         .where(Feature.sae_run_id == sae_run_id, Feature.index == index)
     )
@@ -88,13 +88,27 @@ def families_of_feature(session: Session, *, sae_run_id: int, index: int) -> lis
     return list(session.scalars(stmt))
 
 
-def features_by_index(session: Session, *, sae_run_id: int, indices: list[int]) -> dict[int, tuple[Feature, str | None]]:
-    out: dict[int, tuple[Feature, str | None]] = {}
+def features_by_index(session: Session, *, sae_run_id: int, indices: list[int]) -> dict[int, tuple[Feature, Interpretation | None]]:
+    out: dict[int, tuple[Feature, Interpretation | None]] = {}
     for start in range(0, len(indices), 1000):  # bounded IN lists
         stmt = (
-            select(Feature, Interpretation.label)
+            select(Feature, Interpretation)
             .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
             .where(Feature.sae_run_id == sae_run_id, Feature.index.in_(indices[start : start + 1000]))
         )
-        out.update({f.index: (f, label) for f, label in session.execute(stmt)})
+        out.update({f.index: (f, best) for f, best in session.execute(stmt)})
     return out
+
+
+def set_best_interpretation(session: Session, *, feature: Feature) -> None:
+    """Best-of-n: the interpretation with the highest score (unscored ones last, newest first on ties)."""
+    stmt = (select(Interpretation).where(Interpretation.feature_id == feature.id)
+            .order_by(Interpretation.score.is_(None), Interpretation.score.desc(), Interpretation.id.desc()))
+    best = session.scalars(stmt.limit(1)).first()
+    feature.best_interpretation_id = best.id if best else None
+
+
+def interpretations_of(session: Session, *, feature_id: int) -> list[Interpretation]:
+    stmt = (select(Interpretation).where(Interpretation.feature_id == feature_id)
+            .order_by(Interpretation.score.is_(None), Interpretation.score.desc(), Interpretation.id.desc()))
+    return list(session.scalars(stmt))

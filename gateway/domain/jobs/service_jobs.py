@@ -28,14 +28,17 @@ def progress_key(arq_job_id: str) -> str:
     return f"prisma:progress:{arq_job_id}"
 
 
-async def run_service_job(ctx: JobContext, service: str, function: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Run `function` of `service` on `payload`; returns its JSON result, reporting progress."""
+async def run_service_job(
+    ctx: JobContext, service: str, function: str, payload: dict[str, Any], *, in_process_ctx: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run `function` of `service` on `payload`; returns its JSON result, reporting progress.
+    `in_process_ctx` adds to the worker's ctx in embedded mode (e.g. an in-process embedder)."""
     if ctx.arq_pool is not None:
         return await _run_on_queue(ctx, service, function, payload)
-    return await _run_in_process(ctx, service, function, payload)
+    return await _run_in_process(ctx, service, function, payload, in_process_ctx or {})
 
 
-async def _embedded_worker_ctx(ctx: JobContext, service: str) -> dict[str, Any]:
+async def embedded_worker_ctx(ctx: JobContext, service: str) -> dict[str, Any]:
     """The service worker's start-up, run once per process (models load once)."""
     async with _embedded_lock:
         if service not in _embedded_ctx:
@@ -46,11 +49,14 @@ async def _embedded_worker_ctx(ctx: JobContext, service: str) -> dict[str, Any]:
     return _embedded_ctx[service]
 
 
-async def _run_in_process(ctx: JobContext, service: str, function: str, payload: dict[str, Any]) -> dict[str, Any]:
+async def _run_in_process(
+    ctx: JobContext, service: str, function: str, payload: dict[str, Any], extra: dict[str, Any],
+) -> dict[str, Any]:
     module = importlib.import_module(f"services.{service}.worker")
-    base = await _embedded_worker_ctx(ctx, service)
+    base = await embedded_worker_ctx(ctx, service)
     # The gateway's store: in embedded mode every component shares one artifact root.
-    wctx = {**base, "store": ctx.store, "job_id": ctx.job_id, "report": ctx.report, "should_stop": ctx.recorder.cancel_requested}
+    wctx = {**base, "store": ctx.store, "job_id": ctx.job_id, "report": ctx.report,
+            "should_stop": ctx.recorder.cancel_requested, **extra}
     return await getattr(module, function)(wctx, payload)
 
 

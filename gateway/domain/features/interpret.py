@@ -1,0 +1,128 @@
+"""Naming features: the job that drives the interpreter over an SAE run, and storing what it
+returns (several interpretations per feature, the best-scoring one shown, family names)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from contracts.jobs import JobOut
+from contracts.interpret import BackendOptions, CorpusRef, FamilyLabel, FeatureInterpretations, InterpretRunPayload, InterpretRunResult
+from contracts.sae import FeatureFamily
+from gateway.db import session_scope
+from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.auth.service import Principal, audit
+from gateway.domain.datasets import repo as dataset_repo
+from gateway.domain.features import repo as feature_repo
+from gateway.domain.features.models import Family, Interpretation
+from gateway.domain.jobs.handlers import HANDLERS
+from gateway.domain.jobs.runner import JobContext
+from gateway.domain.jobs.service import submit
+from gateway.domain.jobs.service_jobs import embedded_worker_ctx, run_service_job
+from gateway.domain.runs import repo as run_repo
+from gateway.domain.runs.errors import RunInputError
+
+KIND = "interpret_run"
+
+
+class InterpretationRequest(BaseModel):
+    """POST /api/v1/sae-runs/{id}/interpretations: name every feature (or some) with these back-ends."""
+
+    backends: list[BackendOptions] = Field(default_factory=lambda: [BackendOptions()], min_length=1, max_length=3)
+    features: list[int] | None = Field(default=None, max_length=100_000, description="Feature indices; None: all.")
+
+
+class InterpretJob(BaseModel):
+    sae_run_id: int
+    request: InterpretationRequest
+
+
+def corpus_ref(ctx_factory: Any, sae_run_id: int) -> tuple[CorpusRef, list[FeatureFamily], dict[str, Any]]:
+    """Where the interpreter reads documents, vectors, chunks and codes; the run's families."""
+    with session_scope(ctx_factory) as session:
+        sae = run_repo.get_sae_run(session, run_id=sae_run_id)
+        emb = run_repo.get_embedding_run(session, run_id=sae.embedding_run_id)
+        ds = dataset_repo.get_dataset(session, dataset_id=emb.dataset_id)
+        snapshot = artifact_repo.get(session, artifact_id=ds.snapshot_artifact_id)
+        arts = (sae.result or {})["artifacts"]
+        ref = CorpusRef(
+            snapshot_uri=snapshot.uri, embeddings=[s["uri"] for s in emb.result["shards"]],
+            chunks=[c["uri"] for c in emb.result.get("chunks", [])], codes_csc_uri=arts["codes_csc"]["uri"],
+            sae_uri=arts["cfg"]["uri"].rsplit("/", 1)[0],
+        )
+        families = [FeatureFamily(iteration=f.iteration, parent=f.root_index, children=[], edges=[])
+                    for f in feature_repo.list_families(session, sae_run_id=sae_run_id)]
+        return ref, families, {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
+
+
+async def in_process_embedder(ctx: JobContext, spec: dict[str, Any]) -> Callable[[list[str]], np.ndarray]:
+    """Embedded mode: label texts embedded by the embedding run's own model, in this process."""
+    from services.embedder.encoder import embed_texts
+
+    models = (await embedded_worker_ctx(ctx, "embedder"))["models"]
+    lm = models.get(spec["model"])
+    return lambda texts: embed_texts(lm, texts, pooling=spec["pooling"], normalize=spec["normalize"]).vectors
+
+
+def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRunResult) -> None:
+    """Store every interpretation; point each feature at its best; name families."""
+    records = [FeatureInterpretations.model_validate_json(line) for shard in result.shards
+               for line in ctx.store.read_bytes(shard.uri).decode().splitlines() if line.strip()]
+    with session_scope(ctx.factory) as session:
+        by_index = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=[r.feature for r in records])
+        for rec in records:
+            feat = by_index.get(rec.feature, (None, None))[0]
+            if feat is None or not rec.interpretations:
+                continue
+            rows = [Interpretation(feature_id=feat.id, backend=i.backend, model=i.model, prompt_version=i.prompt_version,
+                                   label=i.label, description=i.description, score_embedding=i.score_embedding,
+                                   score_detection=i.score_detection, score=i.score, reliable=i.reliable,
+                                   evidence=i.evidence.model_dump() | {"control_embedding": i.control_embedding},
+                                   created_at=i.created_at.replace(tzinfo=None))
+                    for i in rec.interpretations]
+            session.add_all(rows)
+            session.flush()
+            feature_repo.set_best_interpretation(session, feature=feat)
+        if result.families is not None:
+            labels = [FamilyLabel.model_validate(f) for f in json.loads(ctx.store.read_bytes(result.families.uri))]
+            names = {(f.iteration, f.parent): f.label for f in labels}
+            for fam in session.scalars(select(Family).where(Family.sae_run_id == sae_run_id)):
+                fam.label = names.get((fam.iteration, fam.root_index), fam.label)
+
+
+async def interpret_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    job = InterpretJob.model_validate(payload)
+    ref, families, spec = await asyncio.to_thread(corpus_ref, ctx.factory, job.sae_run_id)
+    svc = InterpretRunPayload(run_id=job.sae_run_id, corpus=ref, artifact_prefix=f"sae-runs/{job.sae_run_id}/interpret-{ctx.job_id}",
+                              features=job.request.features, backends=job.request.backends, families=families)
+    extra = {} if ctx.arq_pool is not None else {"embed_texts": await in_process_embedder(ctx, spec)}
+    raw = await run_service_job(ctx, "interpreter", "interpret_run", svc.model_dump(mode="json"), in_process_ctx=extra)
+    result = InterpretRunResult.model_validate(raw)
+    await asyncio.to_thread(record_interpretations, ctx, job.sae_run_id, result)
+    return {"sae_run_id": job.sae_run_id, "n_named": result.n_named, "n_skipped": result.n_skipped,
+            "mean_score": result.mean_score, "unreliable_fraction": result.unreliable_fraction,
+            "features_per_min": result.features_per_min}
+
+
+async def start_interpretation(app_state: Any, sae_run_id: int, body: InterpretationRequest, principal: Principal,
+                               request_id: str | None) -> JobOut:
+    with session_scope(app_state.factory) as session:
+        run = run_repo.get_sae_run(session, run_id=sae_run_id)
+        if run is None or run.status != "succeeded":
+            raise RunInputError(f"sae_run: SAE run {sae_run_id} has not succeeded", field="sae_run_id", status_code=409)
+        bad = [i for i in body.features or [] if not 0 <= i < (run.n_latents or 0)]
+        if bad:
+            raise RunInputError(f"features: index {bad[0]} is out of range 0..{run.n_latents - 1}", field="features")
+        audit(session, principal, "interpretation.create", target_type="sae_run", target_id=sae_run_id,
+              request_id=request_id, details={"backends": [b.backend for b in body.backends]})
+    return await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
+                        payload=InterpretJob(sae_run_id=sae_run_id, request=body), created_by_key_id=principal.key_id)
+
+
+HANDLERS[KIND] = interpret_handler

@@ -1,0 +1,59 @@
+"""Naming features through the gateway: the interpreter (keywords back-end) names every feature of
+an SAE run, each name scored on held-out documents; the best is shown, unreliable ones flagged."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contracts.interpret import ScoringConfig
+
+from tests.gateway.test_sae_runs import SMALL, embedding_run, wait_status  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+async def wait_job(client, auth, job_id: str, timeout: float = 300) -> dict:  # noqa: ANN001
+    async with asyncio.timeout(timeout):
+        while True:
+            job = (await client.get(f"/api/v1/jobs/{job_id}", headers=auth)).json()
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                return job
+            await asyncio.sleep(0.3)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> None:  # noqa: ANN001, F811
+    (run,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": embedding_run["id"], "config": SMALL},
+                                headers=auth)).json()
+    await wait_status(client, auth, f"/api/v1/sae-runs/{run['id']}")
+    out_of_range = await client.post(f"/api/v1/sae-runs/{run['id']}/interpretations",
+                                     json={"features": [5, 100000]}, headers=auth)
+    assert out_of_range.status_code == 422 and out_of_range.json()["field"] == "features"
+    assert "100000" in out_of_range.json()["detail"]
+
+    densest = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?sort=density&limit=20", headers=auth)).json()
+    wanted = [f["index"] for f in densest["items"]]
+    resp = await client.post(f"/api/v1/sae-runs/{run['id']}/interpretations",
+                             json={"backends": [{"backend": "keywords"}], "features": wanted}, headers=auth)
+    assert resp.status_code == 202, resp.text
+    job = await wait_job(client, auth, resp.json()["id"])
+    assert job["status"] == "succeeded", job
+    assert job["result"]["n_named"] >= 10
+
+    page = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?sort=density&limit=20", headers=auth)).json()
+    named = [f for f in page["items"] if f["label"]]
+    assert len(named) == job["result"]["n_named"]
+    for f in named:
+        assert f["score"] is not None and 0 <= f["score"] <= 1
+        assert f["reliable"] == (f["score"] >= ScoringConfig().embedding_threshold)
+    first = named[0]
+    interps = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{first['index']}/interpretations",
+                                headers=auth)).json()
+    assert interps and interps[0]["label"] == first["label"] and interps[0]["backend"] == "keywords"
+    assert interps[0]["score_embedding"] == first["score"]
+    ev = interps[0]["evidence"]
+    assert ev["activating"] and not set(ev["activating"]) & set(ev["holdout_activating"])  # never shown what it is scored on
+    detail = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{first['index']}", headers=auth)).json()
+    assert detail["label"] == first["label"]
