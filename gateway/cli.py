@@ -259,26 +259,40 @@ def _demo_dataset(settings: GatewaySettings, n: int):  # noqa: ANN202
     return import_file(settings, corpus, name=DEMO_NAME, id_column="id", label_columns="labels")
 
 
-def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
-    """Demo glue: once the corpus is embedded, train its SAE (unless one exists already)."""
-    import asyncio
+def _wait_status(state, getter, run_id: int) -> str:  # noqa: ANN001
     import time
-
-    from contracts.runs import SaeRunCreate
-    from gateway.domain.auth.service import Principal
-    from gateway.domain.runs import repo as run_repo
-    from gateway.domain.runs.sae import create_sae_runs
 
     while True:
         with state.factory() as session:
-            run = run_repo.get_embedding_run(session, run_id=embedding_run_id)
-            has_sae = bool(run_repo.list_sae_runs(session, embedding_run_id=embedding_run_id))
-        if run.status in ("failed", "cancelled") or has_sae:
-            return
-        if run.status == "succeeded":
-            break
+            status = getter(session, run_id=run_id).status
+        if status in ("succeeded", "failed", "cancelled"):
+            return status
         time.sleep(2)
-    asyncio.run(create_sae_runs(state, SaeRunCreate(embedding_run_id=embedding_run_id), Principal(None, "demo"), None))
+
+
+def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
+    """Demo glue: once the corpus is embedded, train its SAE, then name its features (each once)."""
+    import asyncio
+
+    from contracts.runs import SaeRunCreate
+    from gateway.domain.auth.service import Principal
+    from gateway.domain.features.interpret import InterpretationRequest, start_interpretation
+    from gateway.domain.runs import repo as run_repo
+    from gateway.domain.runs.sae import create_sae_runs
+
+    demo = Principal(None, "demo")
+    if _wait_status(state, run_repo.get_embedding_run, embedding_run_id) != "succeeded":
+        return
+    with state.factory() as session:
+        existing = run_repo.list_sae_runs(session, embedding_run_id=embedding_run_id)
+    if existing:
+        sae_id = existing[-1].id
+    else:
+        (run,) = asyncio.run(create_sae_runs(state, SaeRunCreate(embedding_run_id=embedding_run_id), demo, None))
+        sae_id = run.id
+    if _wait_status(state, run_repo.get_sae_run, sae_id) == "succeeded":
+        # Deterministic job id: a demo started again does not name the features twice.
+        asyncio.run(start_interpretation(state, sae_id, InterpretationRequest(), demo, None))
 
 
 @app.command()

@@ -141,8 +141,10 @@ def feature_page(request: Request, run_id: int, index: int, session: SessionDep)
     chart = bar_chart_svg([Bar(f"{(i + 0.5) * width:.2f}", c) for i, c in enumerate(counts)],
                           title=f"Activation histogram of feature {index}", x_label="activation", y_label="documents")
     fam_ids = feature_repo.families_of_feature(session, sae_run_id=run.id, index=index)
+    neighbours = {j for j, _ in feat.neighbours.get("cooccurring", []) + feat.neighbours.get("decoder", [])}
+    names = {i: b for i, (_, b) in feature_repo.features_by_index(session, sae_run_id=run.id, indices=sorted(neighbours)).items()}
     ctx = {**crumbs(session, run), "feature": feat, "best": best, "chart": Markup(chart),
-           "interpretations": feature_repo.interpretations_of(session, feature_id=feat.id),
+           "interpretations": feature_repo.interpretations_of(session, feature_id=feat.id), "names": names,
            "cooccurring": feat.neighbours.get("cooccurring", []), "decoder": feat.neighbours.get("decoder", []),
            "families": [f for f in feature_repo.list_families(session, sae_run_id=run.id) if f.id in fam_ids]}
     return render(request, "pages/feature.html", ctx)

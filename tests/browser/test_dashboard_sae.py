@@ -79,4 +79,29 @@ def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
             page.locator(".tree summary").first.click()  # collapse
             assert page.locator(".tree details").first.get_attribute("open") is None
         shot(page, "families")
+
+        # Name the features from the run page; labels then show with their reliability.
+        run_url = page.url.split("/families")[0]
+        page.goto(run_url)
+        page.select_option("#backend", "keywords")
+        page.get_by_role("button", name="Name features").click()
+        page.wait_for_selector("#interpret-flash .ok")
+        job_id = page.locator("#interpret-flash .ok").inner_text().split("job ")[1].split(" ")[0]
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            job = httpx.get(f"{url}/api/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {key}"}).json()
+            if job["status"] in ("succeeded", "failed"):
+                break
+            time.sleep(0.5)
+        assert job["status"] == "succeeded", job
+        page.goto(f"{run_url}/features")
+        labelled = page.locator("#features .label-ok, #features .label-unreliable")
+        assert labelled.count() >= 5
+        shot(page, "features-named")
+        named_rows = page.locator("#features tbody tr").filter(has=page.locator(".label-ok, .label-unreliable"))
+        named_rows.first.locator("a").first.click()
+        page.wait_for_url(re.compile(r"/features/\d+$"))
+        assert page.locator("#int-h").is_visible()
+        assert page.locator("text=keywords").count() >= 1
+        shot(page, "feature-named")
         assert page.console_errors == []
