@@ -58,3 +58,19 @@ def deterministic_job_id(kind: str, payload: BaseModel | dict[str, Any]) -> str:
     data = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
     digest = hashlib.sha256(json.dumps([kind, data], sort_keys=True).encode()).hexdigest()
     return f"{kind}-{digest[:20]}"
+
+
+# -- the queue wire format, shared by the gateway and every worker ----------------------------
+
+def progress_key(arq_job_id: str) -> str:
+    """The Redis key where a service worker publishes a job's Progress (JSON) for the gateway."""
+    return f"prisma:progress:{arq_job_id}"
+
+
+def dump_job_data(obj: Any) -> bytes:
+    """arq's serializer for payloads and results: JSON, never pickle (exceptions become their str)."""
+    return json.dumps(obj, default=str).encode()
+
+
+def load_job_data(data: bytes) -> Any:
+    return json.loads(data)

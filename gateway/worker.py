@@ -13,7 +13,8 @@ from arq.connections import RedisSettings
 from artifacts import ArtifactStore
 from gateway.config import get_settings
 from gateway.db import session_factory
-from gateway.domain.jobs.runner import JobDeps, execute_job, json_deserializer, json_serializer
+from contracts.jobs import dump_job_data, load_job_data
+from gateway.domain.jobs.runner import JobDeps, execute_job
 from gateway.logging import configure_logging
 from gateway.services import ServiceClients
 
@@ -49,8 +50,8 @@ class WorkerSettings:
     queue_name = "gateway"
     on_startup = startup
     on_shutdown = shutdown
-    job_serializer = staticmethod(json_serializer)
-    job_deserializer = staticmethod(json_deserializer)
+    job_serializer = staticmethod(dump_job_data)
+    job_deserializer = staticmethod(load_job_data)
     redis_settings = _redis_settings()
     max_jobs = 4
     job_timeout = 24 * 3600

@@ -6,7 +6,6 @@ Run with `arq services.embedder.worker.WorkerSettings`. Payloads and results are
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from typing import Any
@@ -15,7 +14,7 @@ from arq.connections import RedisSettings
 
 from artifacts import ArtifactStore
 from contracts.embed import EmbedJobPayload
-from contracts.jobs import Progress
+from contracts.jobs import Progress, dump_job_data, load_job_data, progress_key
 from services.embedder.config import get_settings
 from services.embedder.encoder import configure_threads
 from services.embedder.models import ModelCache
@@ -23,19 +22,6 @@ from services.embedder.runs import run_embedding
 
 log = logging.getLogger(__name__)
 PROGRESS_TTL_S = 24 * 3600
-
-
-def progress_key(job_id: str) -> str:
-    return f"prisma:progress:{job_id}"
-
-
-def json_dumps(obj: Any) -> bytes:
-    """arq's serializer: JSON, never pickle (exceptions in results become their str)."""
-    return json.dumps(obj, default=str).encode()
-
-
-def json_loads(data: bytes) -> Any:
-    return json.loads(data)
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -102,8 +88,8 @@ class WorkerSettings:
     functions = [embed_run]
     on_startup = startup
     redis_settings = RedisSettings.from_dsn(get_settings().redis_url)
-    job_serializer = json_dumps
-    job_deserializer = json_loads
+    job_serializer = staticmethod(dump_job_data)
+    job_deserializer = staticmethod(load_job_data)
     max_jobs = 1
     job_timeout = 24 * 3600
     allow_abort_jobs = True

@@ -9,7 +9,6 @@ retried job resumes after them.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
@@ -17,25 +16,13 @@ from arq.connections import RedisSettings
 
 from artifacts import ArtifactStore
 from contracts.interpret import InterpretRunPayload
-from contracts.jobs import Progress
+from contracts.jobs import Progress, dump_job_data, load_job_data, progress_key
 from services.interpreter.config import InterpreterSettings, get_settings
 from services.interpreter.embedder_client import http_embedder
 from services.interpreter.runs import name_run
 
 log = logging.getLogger(__name__)
 QUEUE = "interpreter"
-
-
-def progress_key(job_id: str) -> str:
-    return f"prisma:progress:{job_id}"
-
-
-def json_dumps(obj: Any) -> bytes:
-    return json.dumps(obj, default=str).encode()
-
-
-def json_loads(data: bytes) -> Any:
-    return json.loads(data)
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -75,8 +62,8 @@ class WorkerSettings:
     queue_name = QUEUE
     functions = [interpret_run]
     on_startup = startup
-    job_serializer = staticmethod(json_dumps)
-    job_deserializer = staticmethod(json_loads)
+    job_serializer = staticmethod(dump_job_data)
+    job_deserializer = staticmethod(load_job_data)
     redis_settings = RedisSettings.from_dsn(get_settings().redis_url)
     job_timeout = get_settings().job_timeout_s
     max_jobs = 1

@@ -8,7 +8,6 @@ stop, and the retried job resumes from that checkpoint.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from typing import Any
 
@@ -16,16 +15,12 @@ import torch
 from arq.connections import RedisSettings
 
 from artifacts import ArtifactStore
-from contracts.jobs import Progress
+from contracts.jobs import Progress, dump_job_data, load_job_data, progress_key
 from contracts.sae import SaeImportPayload, SaeSweepPayload, SaeTrainPayload
 from services.sae.config import SaeSettings, get_settings
 from services.sae.pipeline import analyse_imported_sae, train_sae
 
 QUEUE = "sae"
-
-
-def progress_key(job_id: str) -> str:
-    return f"prisma:progress:{job_id}"
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -91,18 +86,14 @@ async def sae_sweep(ctx: dict[str, Any], payload: dict[str, Any]) -> list[dict[s
     return results
 
 
-def _serialize(data: Any) -> bytes:
-    return json.dumps(data).encode()
-
-
 class WorkerSettings:
     """`arq services.sae.worker.WorkerSettings`."""
 
     functions = [sae_train, sae_sweep, sae_import]
     queue_name = QUEUE
     on_startup = startup
-    job_serializer = staticmethod(_serialize)
-    job_deserializer = staticmethod(json.loads)
+    job_serializer = staticmethod(dump_job_data)
+    job_deserializer = staticmethod(load_job_data)
     redis_settings = RedisSettings.from_dsn(get_settings().redis_url)
     job_timeout = get_settings().job_timeout_s
     max_jobs = 1  # one training at a time per worker: it uses every core (or the GPU)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contracts.embed import EmbeddingRunSpec, EmbedJobPayload, EmbedJobResult
-from contracts.jobs import Progress
+from contracts.jobs import Progress, dump_job_data, load_job_data
 from services.embedder import worker
 from services.embedder.config import get_settings
 
@@ -28,8 +28,8 @@ def test_worker_settings_are_json_on_the_embedder_queue() -> None:
     assert worker.WorkerSettings.queue_name == "embedder"
     assert worker.WorkerSettings.functions == [worker.embed_run]
     job = {"t": 1, "f": "embed_run", "a": [{"run_id": 1}], "k": {}, "et": 123}
-    assert worker.json_loads(worker.json_dumps(job)) == job
-    assert worker.json_loads(json.dumps(job).encode()) == job  # what the gateway enqueues
+    assert load_job_data(dump_job_data(job)) == job
+    assert load_job_data(json.dumps(job).encode()) == job  # what the gateway enqueues
 
 
 async def test_embed_run_reports_progress_and_returns_json(store, snapshot, make_corpus, settings, models) -> None:
@@ -79,8 +79,8 @@ async def test_burst_worker_runs_a_json_job_from_redis(store, snapshot, make_cor
         assert job is not None
         w = Worker(
             functions=worker.WorkerSettings.functions, queue_name=queue, redis_settings=redis_settings,
-            on_startup=worker.WorkerSettings.on_startup, job_serializer=worker.json_dumps,
-            job_deserializer=worker.json_loads, burst=True, poll_delay=0.05, max_jobs=1,
+            on_startup=worker.WorkerSettings.on_startup, job_serializer=dump_job_data,
+            job_deserializer=load_job_data, burst=True, poll_delay=0.05, max_jobs=1,
             handle_signals=False,
         )
         await w.main()

@@ -12,7 +12,8 @@ from pydantic import BaseModel
 
 from contracts.jobs import deterministic_job_id
 from gateway.domain.jobs.handlers import HANDLERS
-from gateway.domain.jobs.runner import ArqRunner, JobContext, JobDeps, json_deserializer, json_serializer
+from contracts.jobs import dump_job_data, load_job_data
+from gateway.domain.jobs.runner import ArqRunner, JobContext, JobDeps
 from gateway.domain.jobs.service import RateMeter, submit
 from gateway.worker import run_job
 from tests.conftest import REDIS_URL
@@ -117,7 +118,7 @@ async def test_jobs_through_arq_and_redis(app, client, auth) -> None:  # noqa: A
     deps = JobDeps(app.state.settings, app.state.factory, app.state.store, app.state.services)
     worker = Worker(
         functions=[run_job], queue_name=queue, redis_settings=RedisSettings.from_dsn(REDIS_URL), burst=True,
-        job_serializer=json_serializer, job_deserializer=json_deserializer, ctx={"deps": deps},
+        job_serializer=dump_job_data, job_deserializer=load_job_data, ctx={"deps": deps},
         handle_signals=False, poll_delay=0.05,
     )
     await worker.main()

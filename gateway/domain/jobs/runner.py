@@ -7,7 +7,6 @@ Both run the same `execute_job`, which dispatches on the job's kind to a handler
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -19,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from artifacts import ArtifactStore
-from contracts.jobs import JobStatus, Progress
+from contracts.jobs import JobStatus, Progress, dump_job_data, load_job_data
 from gateway.config import GatewaySettings
 from gateway.db import session_scope
 from gateway.domain.jobs.models import Job
@@ -28,14 +27,6 @@ from gateway.services import ServiceClients
 
 log = logging.getLogger(__name__)
 QUEUES = ("gateway", "embedder", "sae", "interpreter")
-
-
-def json_serializer(obj: Any) -> bytes:
-    return json.dumps(obj).encode()
-
-
-def json_deserializer(data: bytes) -> Any:
-    return json.loads(data)
 
 
 class JobCancelled(Exception):
@@ -180,5 +171,5 @@ async def create_arq_pool(redis_url: str) -> Any:
     from arq.connections import RedisSettings
 
     return await create_pool(
-        RedisSettings.from_dsn(redis_url), job_serializer=json_serializer, job_deserializer=json_deserializer
+        RedisSettings.from_dsn(redis_url), job_serializer=dump_job_data, job_deserializer=load_job_data
     )

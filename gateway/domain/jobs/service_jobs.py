@@ -12,7 +12,7 @@ import asyncio
 import importlib
 from typing import Any
 
-from contracts.jobs import Progress
+from contracts.jobs import Progress, load_job_data, progress_key
 from gateway.domain.jobs.runner import JobContext
 
 POLL_S = 0.5
@@ -22,10 +22,6 @@ _embedded_lock = asyncio.Lock()
 
 class ServiceJobFailed(RuntimeError):
     pass
-
-
-def progress_key(arq_job_id: str) -> str:
-    return f"prisma:progress:{arq_job_id}"
 
 
 async def run_service_job(
@@ -63,12 +59,10 @@ async def _run_in_process(
 async def _run_on_queue(ctx: JobContext, service: str, function: str, payload: dict[str, Any]) -> dict[str, Any]:
     from arq.jobs import Job, JobStatus
 
-    from gateway.domain.jobs.runner import json_deserializer
-
     attempt = ctx.recorder.load().attempts
     arq_id = f"{ctx.job_id}:{service}#{attempt}"
     await ctx.arq_pool.enqueue_job(function, payload, _job_id=arq_id, _queue_name=service)
-    job = Job(arq_id, ctx.arq_pool, _deserializer=json_deserializer)
+    job = Job(arq_id, ctx.arq_pool, _deserializer=load_job_data)
     while True:
         status = await job.status()
         raw = await ctx.arq_pool.get(progress_key(arq_id))
