@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, Response
@@ -116,14 +117,17 @@ def sparkline(counts: list[int], width: int = 80, height: int = 18) -> Markup:
 def features_page(
     request: Request, run_id: int, session: SessionDep,
     sort: Annotated[str, Query(pattern="^(index|density|max_activation|mean_activation)$")] = "density",
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0)] = 0, q: Annotated[str, Query(max_length=200)] = "",
+    reliability: Annotated[str, Query(pattern="^(|reliable|unreliable|unnamed)$")] = "",
 ) -> Response:
     from gateway.dashboard.pages import Pager
 
     run = sae_run_or_404(session, run_id)
-    rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=FEATURES_PER_PAGE, offset=offset)
+    rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=FEATURES_PER_PAGE,
+                                             offset=offset, text=q.strip() or None, reliability=reliability or None)
     items = [{"f": f, "best": best, "spark": sparkline(f.histogram.get("counts", []))} for f, best in rows]
-    ctx = {**crumbs(session, run), "items": items, "sort": sort,
+    ctx = {**crumbs(session, run), "items": items, "sort": sort, "q": q, "reliability": reliability,
+           "filters": urlencode({k: v for k, v in (("q", q), ("reliability", reliability)) if v}),
            "pager": Pager(offset=offset, limit=FEATURES_PER_PAGE, total=total)}
     return render(request, "pages/features.html", ctx)
 

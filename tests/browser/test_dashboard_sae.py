@@ -98,6 +98,11 @@ def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
         labelled = page.locator("#features .label-ok, #features .label-unreliable")
         assert labelled.count() >= 5
         shot(page, "features-named")
+        page.select_option("#reliability", "reliable")
+        page.get_by_role("button", name="Filter").click()
+        page.wait_for_url(re.compile(r"reliability=reliable"))
+        assert page.locator("#features .label-unreliable").count() == 0
+        assert page.locator("#features .badge-none").count() == 0
         named_rows = page.locator("#features tbody tr").filter(has=page.locator(".label-ok, .label-unreliable"))
         named_rows.first.locator("a").first.click()
         page.wait_for_url(re.compile(r"/features/\d+$"))

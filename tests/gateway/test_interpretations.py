@@ -57,3 +57,21 @@ async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> N
     assert ev["activating"] and not set(ev["activating"]) & set(ev["holdout_activating"])  # never shown what it is scored on
     detail = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{first['index']}", headers=auth)).json()
     assert detail["label"] == first["label"]
+
+    # Search by label text, and filter by reliability.
+    base = f"/api/v1/sae-runs/{run['id']}/features?limit=500"
+    word = first["label"].split(",")[0].strip()
+    hits = (await client.get(f"{base}&q={word.upper()}", headers=auth)).json()
+    assert hits["total"] >= 1 and first["index"] in [f["index"] for f in hits["items"]]
+    for hit in hits["items"]:  # label or description of the shown (best) name contains the text
+        shown = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{hit['index']}/interpretations",
+                                  headers=auth)).json()[0]
+        assert word.lower() in f"{shown['label']} {shown['description'] or ''}".lower()
+    assert (await client.get(f"{base}&q=%25", headers=auth)).json()["total"] == 0  # '%' is literal, not a wildcard
+    reliable = (await client.get(f"{base}&reliability=reliable", headers=auth)).json()["items"]
+    unreliable = (await client.get(f"{base}&reliability=unreliable", headers=auth)).json()["items"]
+    unnamed = (await client.get(f"{base}&reliability=unnamed", headers=auth)).json()
+    assert all(f["reliable"] is True for f in reliable) and all(f["reliable"] is False for f in unreliable)
+    assert all(f["label"] is None for f in unnamed["items"])
+    assert len(reliable) + len(unreliable) == job["result"]["n_named"]
+    assert len(reliable) + len(unreliable) + unnamed["total"] == SMALL["expansion_factor"] * 384

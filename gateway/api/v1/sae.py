@@ -96,9 +96,12 @@ def get_sae_run(run: SaeRunDep, _: CurrentKey) -> SaeRunOut:
 def list_features(
     run: SaeRunDep, session: SessionDep, _: CurrentKey,
     sort: Annotated[Literal["index", "density", "max_activation", "mean_activation"], Query()] = "density",
+    q: Annotated[str | None, Query(max_length=200, description="Only features whose shown label or description contains this (case-insensitive).")] = None,
+    reliability: Annotated[Literal["reliable", "unreliable", "unnamed"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> FeaturePage:
-    rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=limit, offset=offset)
+    rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=limit, offset=offset,
+                                             text=q.strip() if q else None, reliability=reliability)
     items = [feature_out(f, best) for f, best in rows]
     return FeaturePage(items=items, total=total, limit=limit, offset=offset)
 

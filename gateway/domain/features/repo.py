@@ -23,19 +23,36 @@ def replace_features(session: Session, *, sae_run_id: int, rows: list[dict[str, 
         session.execute(insert(Feature), rows[start : start + 2000])
 
 
+def contains_pattern(text: str) -> str:
+    """A LIKE pattern matching `text` literally anywhere ('%' and '_' in it are not wildcards)."""
+    escaped = text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return f"%{escaped}%"
+
+
 def list_features(
     session: Session, *, sae_run_id: int, sort: str, limit: int, offset: int, min_density: float | None = None,
+    text: str | None = None, reliability: str | None = None,
 ) -> tuple[list[tuple[Feature, Interpretation | None]], int]:
-    """Features with their best interpretation (None where not named yet)."""
+    """Features with their best interpretation (None where not named yet), optionally only those
+    whose shown label or description contains `text`, or of one `reliability`
+    (reliable | unreliable | unnamed)."""
     where = [Feature.sae_run_id == sae_run_id]
     if min_density is not None:
         where.append(Feature.density >= min_density)
-    stmt = (
-        select(Feature, Interpretation)
-        .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
-        .where(*where).order_by(SORTS[sort], Feature.index).limit(limit).offset(offset)
-    )
-    total = session.scalar(select(func.count()).select_from(Feature).where(*where)) or 0
+    if text:
+        pattern = contains_pattern(text)
+        where.append(Interpretation.label.ilike(pattern, escape="!") | Interpretation.description.ilike(pattern, escape="!"))
+    if reliability == "reliable":
+        where.append(Interpretation.reliable.is_(True))
+    elif reliability == "unreliable":
+        where.append(Interpretation.reliable.is_not(True) & Interpretation.id.is_not(None))
+    elif reliability == "unnamed":
+        where.append(Feature.best_interpretation_id.is_(None))
+    joined = select(Feature, Interpretation).outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+    stmt = joined.where(*where).order_by(SORTS[sort], Feature.index).limit(limit).offset(offset)
+    count = (select(func.count()).select_from(Feature)
+             .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id).where(*where))
+    total = session.scalar(count) or 0
     return [(f, best) for f, best in session.execute(stmt)], total
 
 
