@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from contracts.runs import EmbeddingRunCreate
 from gateway.dashboard.charts import Bar, bar_chart_svg
@@ -23,37 +23,13 @@ from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs import repo as job_repo
 from gateway.domain.jobs.service import to_out
-from gateway.dashboard.views import check_csrf, login_page_response, render
+from gateway.dashboard.views import Pager, check_csrf, login_page_response, render
 from gateway.uploads import UploadError
 
 public = APIRouter(include_in_schema=False)
 # Login first: a page of a dataset that does not exist is a 401 (login page), not a 404.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
 PAGE_SIZE = 25
-
-
-class Pager(BaseModel):
-    """Offsets for a paged table."""
-
-    offset: int
-    limit: int
-    total: int
-
-    @property
-    def prev_offset(self) -> int | None:
-        return max(self.offset - self.limit, 0) if self.offset > 0 else None
-
-    @property
-    def next_offset(self) -> int | None:
-        return self.offset + self.limit if self.offset + self.limit < self.total else None
-
-    @property
-    def first(self) -> int:
-        return min(self.offset + 1, self.total)
-
-    @property
-    def last(self) -> int:
-        return min(self.offset + self.limit, self.total)
 
 
 @public.get("/login", response_class=HTMLResponse)

@@ -16,7 +16,7 @@ from contracts.interpret import BackendOptions
 from contracts.runs import SaeRunCreate
 from contracts.sae import SaeConfig
 from gateway.dashboard.charts import Bar, Series, bar_chart_svg, heatmap_svg, line_chart_svg
-from gateway.dashboard.views import check_csrf, render
+from gateway.dashboard.views import Pager, check_csrf, render
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.features import repo as feature_repo
@@ -120,8 +120,6 @@ def features_page(
     offset: Annotated[int, Query(ge=0)] = 0, q: Annotated[str, Query(max_length=200)] = "",
     reliability: Annotated[str, Query(pattern="^(|reliable|unreliable|unnamed)$")] = "",
 ) -> Response:
-    from gateway.dashboard.pages import Pager
-
     run = sae_run_or_404(session, run_id)
     rows, total = feature_repo.list_features(session, sae_run_id=run.id, sort=sort, limit=FEATURES_PER_PAGE,
                                              offset=offset, text=q.strip() or None, reliability=reliability or None)
@@ -171,8 +169,6 @@ def families_page(
     request: Request, run_id: int, session: SessionDep, iteration: Annotated[int, Query(ge=0)] = 0,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Response:
-    from gateway.dashboard.pages import Pager
-
     run = sae_run_or_404(session, run_id)
     all_fams = feature_repo.list_families(session, sae_run_id=run.id)  # largest first within an iteration
     iterations = sorted({f.iteration for f in all_fams})

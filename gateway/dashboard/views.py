@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request, status
 from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel
 from starlette.responses import Response
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "web" / "templates"
@@ -45,3 +46,27 @@ def login_page_response(request: Request, *, status_code: int = 200, error: str 
         return Response(status_code=status_code, headers={"HX-Redirect": "/login"})
     next_url = request.url.path if request.url.path not in ("/login", "/logout") else "/datasets"
     return render(request, "pages/login.html", {"error": error, "next": next_url}, status_code=status_code)
+
+
+class Pager(BaseModel):
+    """Offsets for a paged table."""
+
+    offset: int
+    limit: int
+    total: int
+
+    @property
+    def prev_offset(self) -> int | None:
+        return max(self.offset - self.limit, 0) if self.offset > 0 else None
+
+    @property
+    def next_offset(self) -> int | None:
+        return self.offset + self.limit if self.offset + self.limit < self.total else None
+
+    @property
+    def first(self) -> int:
+        return min(self.offset + 1, self.total)
+
+    @property
+    def last(self) -> int:
+        return min(self.offset + self.limit, self.total)

@@ -14,11 +14,10 @@ from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.jobs.handlers import HANDLERS
-from gateway.domain.jobs.runner import JobCancelled, JobContext
-from gateway.domain.jobs.service_jobs import run_service_job
+from gateway.domain.jobs.runner import JobContext
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
-from gateway.domain.runs.jobs import start_run_job
+from gateway.domain.runs.jobs import run_service_job_for, start_run_job
 from gateway.domain.runs.models import EmbeddingRun
 from gateway.services import ServiceClients, ServiceError
 
@@ -64,13 +63,6 @@ async def create_embedding_run(app_state: Any, body: EmbeddingRunCreate, princip
     return run, True
 
 
-def _set_run(ctx: JobContext, run_id: int, **fields: Any) -> None:
-    with session_scope(ctx.factory) as session:
-        run = repo.get_embedding_run(session, run_id=run_id)
-        for name, value in fields.items():
-            setattr(run, name, value)
-
-
 def _prepare(ctx: JobContext, run_id: int) -> EmbedJobPayload:
     with session_scope(ctx.factory) as session:
         run = repo.get_embedding_run(session, run_id=run_id)
@@ -100,15 +92,7 @@ def _record_result(ctx: JobContext, run_id: int, result: EmbedJobResult) -> None
 async def embedding_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     job = EmbeddingRunJob.model_validate(payload)
     svc_payload = await asyncio.to_thread(_prepare, ctx, job.run_id)
-    try:
-        raw = await run_service_job(ctx, "embedder", "embed_run", svc_payload.model_dump(mode="json"))
-    except BaseException:
-        cancelled = await asyncio.to_thread(ctx.recorder.cancel_requested)
-        await asyncio.to_thread(_set_run, ctx, job.run_id, status="cancelled" if cancelled else "failed",
-                                finished_at=utcnow())
-        if cancelled:
-            raise JobCancelled(ctx.job_id) from None
-        raise
+    raw = await run_service_job_for(ctx, EmbeddingRun, job.run_id, "embedder", "embed_run", svc_payload)
     result = EmbedJobResult.model_validate(raw)
     await asyncio.to_thread(_record_result, ctx, job.run_id, result)
     return {"run_id": job.run_id, "n_documents": result.n_documents, "n_chunks": result.n_chunks,

@@ -21,11 +21,10 @@ from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.jobs.handlers import HANDLERS
-from gateway.domain.jobs.runner import JobCancelled, JobContext
-from gateway.domain.jobs.service_jobs import run_service_job
+from gateway.domain.jobs.runner import JobContext
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
-from gateway.domain.runs.jobs import start_run_job
+from gateway.domain.runs.jobs import run_service_job_for, start_run_job
 from gateway.domain.runs.models import SaeRun
 
 KIND = "sae_run"
@@ -136,22 +135,9 @@ def _record_result(ctx: JobContext, run_id: int, result: SaeTrainResult) -> None
         run.result = result.model_dump(mode="json", exclude={"loss_curve"})
 
 
-def _set_status(ctx: JobContext, run_id: int, status: str) -> None:
-    with session_scope(ctx.factory) as session:
-        run = repo.get_sae_run(session, run_id=run_id)
-        run.status, run.finished_at = status, utcnow()
-
-
 async def drive_sae_service(ctx: JobContext, run_id: int, function: str, payload: BaseModel) -> dict[str, Any]:
     """Run an SAE service job for `run_id`, record its result; the run fails or is cancelled with it."""
-    try:
-        raw = await run_service_job(ctx, "sae", function, payload.model_dump(mode="json"))
-    except BaseException:
-        cancelled = await asyncio.to_thread(ctx.recorder.cancel_requested)
-        await asyncio.to_thread(_set_status, ctx, run_id, "cancelled" if cancelled else "failed")
-        if cancelled:
-            raise JobCancelled(ctx.job_id) from None
-        raise
+    raw = await run_service_job_for(ctx, SaeRun, run_id, "sae", function, payload)
     result = SaeTrainResult.model_validate(raw)
     await asyncio.to_thread(_record_result, ctx, run_id, result)
     return {"run_id": run_id, "fvu": result.metrics.fvu, "dead_fraction": result.metrics.dead_fraction,
