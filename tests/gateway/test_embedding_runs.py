@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
+
+from tests.gateway.polling import wait_done
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -19,20 +19,12 @@ async def upload_notes(client, auth, n: int = 40) -> int:  # noqa: ANN001
     return resp.json()["id"]
 
 
-async def wait_run(client, auth, run_id: int, timeout: float = 120) -> dict:  # noqa: ANN001
-    async with asyncio.timeout(timeout):
-        while True:
-            run = (await client.get(f"/api/v1/embedding-runs/{run_id}", headers=auth)).json()
-            if run["status"] in ("succeeded", "failed", "cancelled"):
-                return run
-            await asyncio.sleep(0.2)
-
 
 async def test_embedding_run_end_to_end(app, client, auth) -> None:  # noqa: ANN001
     ds_id = await upload_notes(client, auth)
     resp = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "shard_size": 16}, headers=auth)
     assert resp.status_code == 202, resp.text
-    run = await wait_run(client, auth, resp.json()["id"])
+    run = await wait_done(client, auth, f"/api/v1/embedding-runs/{resp.json()['id']}", timeout=120)
     assert run["status"] == "succeeded", run
     assert run["dim"] == 384 and run["n_documents"] == 40 and run["n_chunks"] > 40
     assert run["result"]["chunks_per_doc_histogram"]["1"] == 34

@@ -3,31 +3,22 @@ an SAE run, each name scored on held-out documents; the best is shown, unreliabl
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from contracts.interpret import ScoringConfig
 
-from tests.gateway.test_sae_runs import SMALL, embedding_run, wait_status  # noqa: F401 - fixture
+from tests.gateway.polling import wait_done
+from tests.gateway.test_sae_runs import SMALL, embedding_run  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-
-async def wait_job(client, auth, job_id: str, timeout: float = 300) -> dict:  # noqa: ANN001
-    async with asyncio.timeout(timeout):
-        while True:
-            job = (await client.get(f"/api/v1/jobs/{job_id}", headers=auth)).json()
-            if job["status"] in ("succeeded", "failed", "cancelled"):
-                return job
-            await asyncio.sleep(0.3)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> None:  # noqa: ANN001, F811
     (run,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": embedding_run["id"], "config": SMALL},
                                 headers=auth)).json()
-    await wait_status(client, auth, f"/api/v1/sae-runs/{run['id']}")
+    await wait_done(client, auth, f"/api/v1/sae-runs/{run['id']}", timeout=240)
     out_of_range = await client.post(f"/api/v1/sae-runs/{run['id']}/interpretations",
                                      json={"features": [5, 100000]}, headers=auth)
     assert out_of_range.status_code == 422 and out_of_range.json()["field"] == "features"
@@ -38,7 +29,7 @@ async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> N
     resp = await client.post(f"/api/v1/sae-runs/{run['id']}/interpretations",
                              json={"backends": [{"backend": "keywords"}], "features": wanted}, headers=auth)
     assert resp.status_code == 202, resp.text
-    job = await wait_job(client, auth, resp.json()["id"])
+    job = await wait_done(client, auth, f"/api/v1/jobs/{resp.json()['id']}")
     assert job["status"] == "succeeded", job
     assert job["result"]["n_named"] >= 10
 

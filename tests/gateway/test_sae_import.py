@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from tests.gateway.test_sae_runs import embedding_run, wait_status  # noqa: F401 - fixture
+from tests.gateway.polling import wait_done
+from tests.gateway.test_sae_runs import embedding_run  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 D, N, K = 384, 768, 8
@@ -47,7 +48,7 @@ async def test_import_a_sparsify_sae(app, client, auth, embedding_run) -> None: 
     assert resp.status_code == 202, resp.text
     run = resp.json()
     assert run["imported"] is True and (run["n_latents"], run["k"]) == (N, K)
-    done = await wait_status(client, auth, f"/api/v1/sae-runs/{run['id']}")
+    done = await wait_done(client, auth, f"/api/v1/sae-runs/{run['id']}", timeout=240)
     assert done["status"] == "succeeded", done
     assert done["metrics"]["l0"] <= K and 0 <= done["metrics"]["dead_fraction"] <= 1
     page = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?limit=5", headers=auth)).json()

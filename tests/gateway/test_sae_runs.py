@@ -3,23 +3,14 @@ neighbours, families, a sweep in one request, and bad configs refused with the f
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from gateway.demo.corpus import generate_notes
+from tests.gateway.polling import wait_done
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
 
-
-async def wait_status(client, auth, path: str, timeout: float = 240) -> dict:  # noqa: ANN001
-    async with asyncio.timeout(timeout):
-        while True:
-            obj = (await client.get(path, headers=auth)).json()
-            if obj["status"] in ("succeeded", "failed", "cancelled"):
-                return obj
-            await asyncio.sleep(0.3)
 
 
 @pytest.fixture
@@ -35,7 +26,7 @@ async def embedding_run(client, auth) -> dict:  # noqa: ANN001
     ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
     assert ds.status_code == 201, ds.text
     run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"]}, headers=auth)
-    done = await wait_status(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}")
+    done = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
     assert done["status"] == "succeeded", done
     return done
 
@@ -46,7 +37,7 @@ async def test_sae_run_features_and_families(client, auth, embedding_run) -> Non
     assert resp.status_code == 202, resp.text
     (run,) = resp.json()
     assert run["n_latents"] == 768 and run["k"] == 8
-    done = await wait_status(client, auth, f"/api/v1/sae-runs/{run['id']}")
+    done = await wait_done(client, auth, f"/api/v1/sae-runs/{run['id']}", timeout=240)
     assert done["status"] == "succeeded", done
     m = done["metrics"]
     assert 0 < m["fvu"] < 1 and abs(m["explained_variance"] - (1 - m["fvu"])) < 1e-6
@@ -95,7 +86,7 @@ async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth,
     assert resp.status_code == 202, resp.text
     runs = resp.json()
     assert [r["k"] for r in runs] == [4, 16] and runs[0]["sweep_id"] == runs[1]["sweep_id"] is not None
-    done = [await wait_status(client, auth, f"/api/v1/sae-runs/{r['id']}") for r in runs]
+    done = [await wait_done(client, auth, f"/api/v1/sae-runs/{r['id']}", timeout=240) for r in runs]
     assert [d["status"] for d in done] == ["succeeded", "succeeded"]
     listed = (await client.get(f"/api/v1/sae-runs?sweep_id={runs[0]['sweep_id']}", headers=auth)).json()
     assert listed["total"] == 2
