@@ -210,20 +210,48 @@ def serve(
     uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)
 
 
-@app.command()
-def worker(queue: Annotated[str, typer.Argument(help="gateway | embedder | sae | interpreter")]) -> None:
-    """Run an arq worker for QUEUE (distributed mode; needs REDIS_URL)."""
-    from arq import run_worker
+WORKER_MODULES = {"gateway": "gateway.worker", "embedder": "services.embedder.worker", "sae": "services.sae.worker",
+                  "interpreter": "services.interpreter.worker"}
+SERVICE_NAMES = ("embedder", "sae", "interpreter")
 
-    modules = {"gateway": "gateway.worker", "embedder": "services.embedder.worker", "sae": "services.sae.worker",
-               "interpreter": "services.interpreter.worker"}
-    if queue not in modules:
-        console.print(f"[red]unknown queue {queue!r}[/]: choose one of {', '.join(modules)}")
-        raise typer.Exit(2)
+
+@app.command()
+def worker(
+    queue: Annotated[str, typer.Argument(help="gateway | embedder | sae | interpreter")],
+    check: Annotated[bool, typer.Option("--check", help="Exit 0 if a worker of QUEUE is alive (health check).")] = False,
+) -> None:
+    """Run an arq worker for QUEUE (distributed mode; needs REDIS_URL). Start several to share a queue."""
     import importlib
 
-    settings_cls = importlib.import_module(modules[queue]).WorkerSettings
+    from arq import run_worker
+    from arq.worker import check_health
+
+    if queue not in WORKER_MODULES:
+        console.print(f"[red]unknown queue {queue!r}[/]: choose one of {', '.join(WORKER_MODULES)}")
+        raise typer.Exit(2)
+    settings_cls = importlib.import_module(WORKER_MODULES[queue]).WorkerSettings
+    if check:
+        raise typer.Exit(check_health(settings_cls))
     run_worker(settings_cls)
+
+
+@app.command()
+def service(
+    name: Annotated[str, typer.Argument(help="embedder | sae | interpreter")],
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8001,
+) -> None:
+    """Serve a service's HTTP app (distributed mode; the gateway reaches it by PRISMA_<NAME>_URL)."""
+    import importlib
+
+    import uvicorn
+
+    if name not in SERVICE_NAMES:
+        console.print(f"[red]unknown service {name!r}[/]: choose one of {', '.join(SERVICE_NAMES)}")
+        raise typer.Exit(2)
+    application = importlib.import_module(f"services.{name}.app").create_app()
+    console.print(f"Prisma {name} service on http://{host}:{port}")
+    uvicorn.run(application, host=host, port=port, log_level="warning")
 
 
 @app.command("demo-corpus")
