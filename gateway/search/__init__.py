@@ -1,0 +1,1 @@
+"""Search: the feature expression language, its evaluation over sparse codes, text and label search."""

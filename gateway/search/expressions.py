@@ -1,0 +1,181 @@
+"""Feature expressions evaluated over an SAE run's sparse codes. Pure: no FastAPI, no database.
+
+    F12                              F12 fires (activation > 0)
+    F12 > 0.3 AND NOT F40            comparisons, AND / OR / NOT (NOT binds tightest, then AND, then OR)
+    0.7*F12 + 0.3*F40 >= 0.5         weighted sums
+    any(F1, F2, F3) >= 0.2           the largest of several activations
+    label:"bronchiolitis"            the feature whose shown label is this (exact, case-insensitive,
+                                     else the one label containing it)
+    family:7                         any member of family 7 (its largest activation)
+
+Evaluation reads only the referenced columns of the CSC matrix, each as one dense vector of
+documents (the docs × n matrix is never densified), so 200,000 documents take milliseconds.
+Numbers are computed in float64 so that a document on a threshold is decided the same way as
+a per-document evaluation in Python would decide it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from gateway.search import ast
+from gateway.search.ast import Expression
+from gateway.search.errors import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
+from gateway.search.parser import parse
+
+__all__ = [
+    "Expression", "ExpressionError", "FeatureOutOfRange", "Match", "SearchSpace", "UnknownFamilyError",
+    "UnknownLabelError", "evaluate", "parse", "resolve_label",
+]
+
+COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "=": operator.eq,
+}
+ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+@dataclass
+class SearchSpace:
+    """What an expression is evaluated against: one SAE run's codes, shown labels and families."""
+
+    codes: sp.csc_matrix  # float32 [docs, n_features]
+    labels: Mapping[int, str] = field(default_factory=dict)  # feature index -> shown label
+    families: Mapping[int, Sequence[int]] = field(default_factory=dict)  # family id -> member indices
+
+    def __post_init__(self) -> None:
+        if not (sp.issparse(self.codes) and self.codes.format == "csc"):
+            self.codes = sp.csc_matrix(self.codes)
+        self._folded: list[tuple[int, str, str]] | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return self.codes.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        return self.codes.shape[1]
+
+    def column(self, index: int) -> np.ndarray:
+        """Feature `index`'s activations for every document, float64 [docs] (zeros where it is silent)."""
+        codes = self.codes
+        start, end = codes.indptr[index], codes.indptr[index + 1]
+        out = np.zeros(codes.shape[0], dtype=np.float64)
+        out[codes.indices[start:end]] = codes.data[start:end]
+        return out
+
+    def folded_labels(self) -> list[tuple[int, str, str]]:
+        """(index, label, casefolded label), built once: label lookups scan it."""
+        if self._folded is None:
+            self._folded = [(i, lab, lab.strip().casefold()) for i, lab in sorted(self.labels.items()) if lab]
+        return self._folded
+
+
+class Match(NamedTuple):
+    mask: np.ndarray  # bool [docs]: the documents the expression selects
+    score: np.ndarray  # float32 [docs]: see `evaluate`
+    features: list[int]  # feature indices the expression refers to, labels and families resolved
+
+
+def resolve_label(space: SearchSpace, label: str, *, line: int = 1, column: int = 1) -> int:
+    """The one feature whose label is `label` (case-insensitive), else the one whose label contains
+    it; none or several → UnknownLabelError with the candidates (closest labels when none)."""
+    needle = label.strip().casefold()
+    folded = space.folded_labels()
+    exact = [(i, lab) for i, lab, f in folded if f == needle]
+    if len(exact) == 1:
+        return exact[0][0]
+    if len(exact) > 1:
+        raise UnknownLabelError(label, exact, ambiguous=True, line=line, column=column)
+    within = [(i, lab) for i, lab, f in folded if needle and needle in f]
+    if len(within) == 1:
+        return within[0][0]
+    if within:
+        within.sort(key=lambda c: (len(c[1]), c[0]))  # the tightest labels first
+        raise UnknownLabelError(label, within, ambiguous=True, line=line, column=column)
+    close = difflib.get_close_matches(needle, [f for _, _, f in folded], n=5, cutoff=0.5)
+    candidates = [(i, lab) for c in close for i, lab, f in folded if f == c][:5]
+    raise UnknownLabelError(label, candidates, ambiguous=False, line=line, column=column)
+
+
+class _Evaluator:
+    """One evaluation: columns are read once each, referenced features collected in order."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+        self.columns: dict[int, np.ndarray] = {}
+
+    def column(self, index: int, node: ast.Node) -> np.ndarray:
+        if not 0 <= index < self.space.n_features:
+            raise FeatureOutOfRange(index, self.space.n_features, line=node.line, column=node.column)
+        if index not in self.columns:
+            self.columns[index] = self.space.column(index)
+        return self.columns[index]
+
+    def number(self, node: ast.Node) -> np.ndarray | float:
+        """float64 [docs], or a Python float for a constant part."""
+        if isinstance(node, ast.Num):
+            return node.value
+        if isinstance(node, ast.FeatureRef):
+            return self.column(node.index, node)
+        if isinstance(node, ast.LabelRef):
+            return self.column(resolve_label(self.space, node.label, line=node.line, column=node.column), node)
+        if isinstance(node, ast.FamilyRef):
+            members = self.space.families.get(node.family_id)
+            if members is None:
+                raise UnknownFamilyError(node.family_id, line=node.line, column=node.column)
+            return self._largest([self.column(int(i), node) for i in members])
+        if isinstance(node, ast.AnyOf):
+            return self._largest([self.number(item) for item in node.items])
+        if isinstance(node, ast.Arith):
+            return ARITH[node.op](self.number(node.left), self.number(node.right))
+        if isinstance(node, ast.Neg):
+            return -self.number(node.item)
+        raise ExpressionError("a condition cannot be used as a number here", line=node.line, column=node.column,
+                              expected=["a number", "a feature (F12)"])
+
+    def _largest(self, values: list[np.ndarray | float]) -> np.ndarray:
+        out = np.zeros(self.space.n_docs, dtype=np.float64) if not values else values[0]
+        for v in values[1:]:
+            out = np.maximum(out, v)
+        return np.broadcast_to(np.asarray(out, dtype=np.float64), (self.space.n_docs,))
+
+    def condition(self, node: ast.Node) -> tuple[np.ndarray, np.ndarray]:
+        """(mask bool [docs], score float64 [docs]) of a condition."""
+        n = self.space.n_docs
+        if isinstance(node, ast.Compare):
+            left, right = self.number(node.left), self.number(node.right)
+            mask = np.broadcast_to(COMPARE[node.op](left, right), (n,))
+            score = left if ast.has_reference(node.left) else right
+            return mask, np.broadcast_to(score, (n,))
+        if isinstance(node, (ast.And, ast.Or)):
+            lmask, lscore = self.condition(node.left)
+            rmask, rscore = self.condition(node.right)
+            mask = (lmask & rmask) if isinstance(node, ast.And) else (lmask | rmask)
+            return mask, np.maximum(lscore, rscore)
+        if isinstance(node, ast.Not):
+            mask, _ = self.condition(node.item)
+            return ~mask, np.zeros(n)  # a document matched by an absence has no strength to rank by
+        value = np.broadcast_to(self.number(node), (n,))  # a number as a condition: "> 0"
+        return value > 0, value
+
+
+def evaluate(text_or_expr: str | Expression, space: SearchSpace) -> Match:
+    """Evaluate an expression on every document of `space`.
+
+    `score` ranks the matches: a numeric expression's value (a weighted sum, an activation) for a
+    comparison or a bare reference, the larger of the two sides' scores for AND and OR, and 0 under
+    NOT. So `F12 > 0.3 AND NOT F40` ranks by F12, `0.7*F12 + 0.3*F40 >= 0.5` by the weighted sum.
+
+    Raises ExpressionError, UnknownLabelError, FeatureOutOfRange, UnknownFamilyError."""
+    expr = parse(text_or_expr) if isinstance(text_or_expr, str) else text_or_expr
+    ev = _Evaluator(space)
+    mask, score = ev.condition(expr.root)
+    return Match(mask=np.array(mask, dtype=bool), score=np.asarray(score, dtype=np.float32).copy(),
+                 features=list(ev.columns))

@@ -1,0 +1,154 @@
+"""Parse feature expressions with lark (the grammar is in `grammar.py`) into `ast` nodes.
+
+Every failure is an `ExpressionError` with the 1-based line and column where it occurs and what
+would have been accepted there, worded for people (`a number`, `')'`), not lark's terminal names.
+"""
+
+from __future__ import annotations
+
+import ast as py_ast
+from functools import lru_cache
+
+from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken, v_args
+from lark.tree import Meta
+
+from gateway.search import ast
+from gateway.search.errors import ExpressionError
+from gateway.search.grammar import GRAMMAR
+
+MAX_LENGTH = 10_000  # characters; longer input is refused before parsing
+
+EXPECTED_WORDS = {
+    "NUMBER": "a number", "FEATURE": "a feature (F12)", "LABEL": 'label:"…"', "FAMILY": "family:N",
+    "ANY": "any(…)", "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "AND": "AND", "OR": "OR", "NOT": "NOT",
+    "COMP": "a comparison (> >= < <= =)", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'",
+    "STRING": 'a quoted label ("…")', "INT": "a family number", "$END": "the end of the expression",
+}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(GRAMMAR, parser="lalr", lexer="contextual", propagate_positions=True,
+                maybe_placeholders=False)
+
+
+@v_args(inline=True, meta=True)
+class _ToAst(Transformer):
+    """lark tree → ast nodes; each node keeps the position where its text starts (meta)."""
+
+    def number(self, m: Meta, tok: Token) -> ast.Num:
+        return ast.Num(m.line, m.column, value=float(tok))
+
+    def feature(self, m: Meta, tok: Token) -> ast.FeatureRef:
+        return ast.FeatureRef(m.line, m.column, index=int(tok[1:]))
+
+    def label(self, m: Meta, tok: Token) -> ast.LabelRef:
+        # the quoted string as Python reads it: \" and \\ escapes, nothing evaluated
+        return ast.LabelRef(m.line, m.column, label=py_ast.literal_eval(tok).strip())
+
+    def family(self, m: Meta, tok: Token) -> ast.FamilyRef:
+        return ast.FamilyRef(m.line, m.column, family_id=int(tok))
+
+    def any_(self, m: Meta, *items: ast.Node) -> ast.AnyOf:
+        return ast.AnyOf(m.line, m.column, items=tuple(items))
+
+    def add(self, m: Meta, left: ast.Node, op: Token, right: ast.Node) -> ast.Arith:
+        return ast.Arith(m.line, m.column, op=str(op), left=left, right=right)
+
+    def mul(self, m: Meta, left: ast.Node, right: ast.Node) -> ast.Arith:
+        return ast.Arith(m.line, m.column, op="*", left=left, right=right)
+
+    def neg(self, m: Meta, op: Token, item: ast.Node) -> ast.Neg:
+        return ast.Neg(m.line, m.column, item=item)
+
+    def compare(self, m: Meta, left: ast.Node, op: Token, right: ast.Node) -> ast.Compare:
+        # positioned at the operator: that is where "compares no feature" is best shown
+        return ast.Compare(op.line or m.line, op.column or m.column, op=str(op), left=left, right=right)
+
+    def and_(self, m: Meta, left: ast.Node, right: ast.Node) -> ast.And:
+        return ast.And(m.line, m.column, left=left, right=right)
+
+    def or_(self, m: Meta, left: ast.Node, right: ast.Node) -> ast.Or:
+        return ast.Or(m.line, m.column, left=left, right=right)
+
+    def not_(self, m: Meta, item: ast.Node) -> ast.Not:
+        return ast.Not(m.line, m.column, item=item)
+
+
+def _end_position(text: str) -> tuple[int, int]:
+    """(line, column) just past the last non-blank character: where 'more was expected'."""
+    stripped = text.rstrip()
+    line = stripped.count("\n") + 1
+    return line, len(stripped) - (stripped.rfind("\n") + 1) + 1
+
+
+def _words(names: set[str] | frozenset[str]) -> list[str]:
+    return sorted({EXPECTED_WORDS.get(n.lstrip("_"), n.lstrip("_")) for n in names})
+
+
+def _expected_at(text: str, pos: int, fallback: set[str] | frozenset[str]) -> list[str]:
+    """What the grammar accepts after text[:pos]. LALR reduces on the lookahead before failing, so
+    lark's own set is often too narrow ('(F1' would expect only ')' and OR): replay the prefix on
+    an interactive parser and ask it instead."""
+    try:
+        ip = _parser().parse_interactive(text[:pos])
+        for _ in ip.iter_parse():
+            pass
+        return _words(ip.accepts())
+    except UnexpectedInput:
+        return _words(fallback)
+
+
+def _error_from_lark(text: str, exc: UnexpectedInput) -> ExpressionError:
+    if isinstance(exc, UnexpectedCharacters):
+        found = text[exc.pos_in_stream] if 0 <= exc.pos_in_stream < len(text) else "?"
+        expected = _expected_at(text, exc.pos_in_stream, exc.allowed or set())
+        return ExpressionError(f"unexpected character {found!r}", line=exc.line, column=exc.column, expected=expected)
+    if isinstance(exc, UnexpectedToken):
+        if exc.token.type == "$END":
+            line, column = _end_position(text)
+            expected = _expected_at(text, len(text), exc.accepts or exc.expected)
+            return ExpressionError("the expression ends too early", line=line, column=column, expected=expected)
+        expected = _expected_at(text, exc.token.start_pos or 0, exc.accepts or exc.expected)
+        return ExpressionError(f"unexpected '{exc.token!s}'", line=exc.line, column=exc.column, expected=expected)
+    return ExpressionError(str(exc), line=getattr(exc, "line", 1) or 1, column=getattr(exc, "column", 1) or 1,
+                           expected=[])
+
+
+def parse(text: str) -> ast.Expression:
+    """The expression's tree; raises ExpressionError (with line, column and what was expected)."""
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"the expression is longer than {MAX_LENGTH} characters", line=1, column=MAX_LENGTH + 1,
+                              expected=[])
+    if not text.strip():
+        raise ExpressionError("the expression is empty", line=1, column=1,
+                              expected=_words({"FEATURE", "LABEL", "FAMILY", "ANY", "NOT", "NUMBER", "LPAR", "MINUS"}))
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as exc:
+        raise _error_from_lark(text, exc) from None
+    root = _ToAst().transform(tree)
+    check_types(root)
+    return ast.Expression(text=text, root=root)
+
+
+def check_types(node: ast.Node, *, want: str = "condition") -> None:
+    """Numbers go where numbers go, conditions where conditions go; a constant is no condition.
+
+    A numeric expression in a condition's place means "> 0" (a bare F12 means F12 fires)."""
+    if isinstance(node, ast.CONDITION):
+        if want == "number":
+            raise ExpressionError("a condition cannot be used as a number here", line=node.line, column=node.column,
+                                  expected=["a number", "a feature (F12)"])
+        if isinstance(node, ast.Compare) and not (ast.has_reference(node.left) or ast.has_reference(node.right)):
+            raise ExpressionError("this comparison involves no feature", line=node.line, column=node.column,
+                                  expected=["a feature (F12)", 'label:"…"', "family:N"])
+        sub = "number" if isinstance(node, ast.Compare) else "condition"
+        for child in ast.children(node):
+            check_types(child, want=sub)
+        return
+    if want == "condition" and not ast.has_reference(node):
+        raise ExpressionError("a number alone is not a condition", line=node.line, column=node.column,
+                              expected=["a feature (F12)", "a comparison (> >= < <= =)"])
+    for child in ast.children(node):
+        check_types(child, want="number")
