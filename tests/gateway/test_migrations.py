@@ -17,6 +17,15 @@ EXPECTED_TABLES = {
     "api_keys", "artifacts", "audit_events", "concepts", "datasets", "documents", "embedding_runs",
     "families", "family_members", "features", "interpretations", "jobs", "sae_runs",
 }
+# Full-text search objects of migration 0002 that an ORM model cannot declare: PostgreSQL's GIN
+# expression index, SQLite's FTS5 table and its shadow tables.
+UNMODELLED = {"ix_interpretations_label_search", "interpretations_fts", "interpretations_fts_data",
+              "interpretations_fts_idx", "interpretations_fts_content", "interpretations_fts_docsize",
+              "interpretations_fts_config"}
+
+
+def _modelled(name, type_, parent_names) -> bool:  # noqa: ANN001
+    return name not in UNMODELLED
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -47,7 +56,7 @@ def test_migrations_match_models(empty_db: str) -> None:
     upgrade(empty_db)
     engine = create_engine(empty_db)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"include_name": _modelled}), Base.metadata)
     engine.dispose()
     assert diff == []
 
