@@ -14,6 +14,8 @@ SORTS = {
     "density": Feature.density.desc(),
     "max_activation": Feature.max_activation.desc(),
     "mean_activation": Feature.mean_activation.desc(),
+    # the best interpretation's held-out score; unnamed and unscored features last
+    "score": Interpretation.score.desc().nulls_last(),
 }
 
 
