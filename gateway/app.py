@@ -17,11 +17,13 @@ from artifacts import ArtifactStore
 from contracts.catalog import Health
 from gateway import __version__
 from gateway.api.v1 import router as api_router
+from gateway.api.v1.search import add_error_handlers as add_search_error_handlers
 from gateway.config import GatewaySettings, get_settings
 from gateway.dashboard import router as dashboard_router
 from gateway.dashboard.views import login_page_response
 from gateway.db import session_factory
 from gateway.deps import CurrentKey, NotAuthenticated
+from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs.runner import ArqRunner, InProcessRunner, JobDeps
 from gateway.domain.runs.errors import RunInputError
@@ -119,6 +121,13 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def run_input(_: Request, exc: RunInputError) -> JSONResponse:
         return _error(exc.status_code, exc.message, field=exc.field)
 
+    @app.exception_handler(ConceptInputError)
+    async def concept_input(_: Request, exc: ConceptInputError) -> JSONResponse:
+        where = exc.extra.get("line")
+        locator = f"line {where}, column {exc.extra.get('column')}" if where is not None else None
+        return JSONResponse({"detail": exc.message, "field": exc.field, "locator": locator, **exc.extra},
+                            status_code=exc.status_code)
+
     @app.exception_handler(UploadError)
     async def upload_error(_: Request, exc: UploadError) -> JSONResponse:
         return _error(exc.status_code, exc.message, field=exc.field)
@@ -136,6 +145,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def database_down(_: Request, exc: OperationalError) -> JSONResponse:
         log.error("database unavailable", extra={"error": type(exc.orig).__name__ if exc.orig else "?"})
         return _error(503, "the database is unavailable; retry shortly", field="database")
+
+    add_search_error_handlers(app)
 
     @app.exception_handler(NotAuthenticated)
     async def not_authenticated(request: Request, _: NotAuthenticated):  # noqa: ANN202

@@ -15,6 +15,7 @@ HANDLERS: dict[str, Handler] = {}
 
 
 def registered() -> dict[str, Handler]:
+    import gateway.domain.concepts.apply  # noqa: F401
     import gateway.domain.features.interpret  # noqa: F401
     import gateway.domain.runs.embedding  # noqa: F401
     import gateway.domain.runs.sae  # noqa: F401

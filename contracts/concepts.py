@@ -1,0 +1,158 @@
+"""Wire schemas of concepts: a saved feature expression or a sparse probe on an SAE run, with
+its held-out metrics, applied to the whole dataset and exported as CSV."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_DOCUMENT_IDS = 200_000
+
+
+class LabelClasses(BaseModel):
+    """Classes from the dataset's document labels (the `labels` field of each document)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    positive: list[str] = Field(min_length=1, max_length=50,
+                                description="A document with any of these labels is positive.")
+    negative: list[str] = Field(default_factory=list, max_length=50,
+                                description="A document with any of these is negative; empty: every document "
+                                            "without a positive label. A document with both is left out.")
+
+
+class DocumentClasses(BaseModel):
+    """Classes listed document by document (the gateway's document ids)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    positive: list[int] = Field(min_length=1, max_length=MAX_DOCUMENT_IDS)
+    negative: list[int] = Field(min_length=1, max_length=MAX_DOCUMENT_IDS)
+
+
+class Examples(BaseModel):
+    """Labelled documents that train a probe and evaluate any concept: `labels` or `documents`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labels: LabelClasses | None = None
+    documents: DocumentClasses | None = None
+    test_fraction: float = Field(default=0.25, ge=0.1, le=0.5,
+                                 description="Share held out (stratified) for the metrics; never trained on.")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the held-out split and of the CV folds.")
+
+    @model_validator(mode="after")
+    def one_source(self) -> Examples:
+        if (self.labels is None) == (self.documents is None):
+            raise ValueError("give exactly one of `labels` (document labels) or `documents` (document ids)")
+        return self
+
+
+class ConceptCreate(BaseModel):
+    """POST /api/v1/concepts: a saved expression (`kind: expression`) or a probe (`kind: probe`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sae_run_id: int = Field(description="A succeeded SAE run: the features the concept is written in.")
+    name: str = Field(min_length=1, max_length=200, description="Unique within the SAE run.")
+    description: str | None = Field(default=None, max_length=2000)
+    kind: Literal["expression", "probe"]
+    expression: str | None = Field(default=None, max_length=4000,
+                                   description="kind expression: e.g. `F12 > 0.3 AND NOT F40 > 0`.")
+    examples: Examples | None = Field(default=None, description="Required for a probe (its training data); for an "
+                                                                "expression, optional: what it is evaluated against.")
+
+
+class EvaluateRequest(BaseModel):
+    """POST /api/v1/concepts/{id}/evaluate: metrics again, on the concept's examples or on these."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    examples: Examples | None = None
+
+
+class ConfusionMatrix(BaseModel):
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+
+class PrCurve(BaseModel):
+    precision: list[float]
+    recall: list[float]
+    thresholds: list[float | None] = Field(description="Probability at each point; None at the recall-0 end.")
+    average_precision: float | None
+
+
+class ConceptMetrics(BaseModel):
+    """Held-out figures for the positive class."""
+
+    precision: float
+    recall: float
+    f1: float
+    confusion: ConfusionMatrix
+    n_test: int = Field(description="Held-out documents.")
+    n_test_positive: int
+    n_train: int = Field(description="Documents the probe was trained on (0 for an expression).")
+    n_excluded: int = Field(default=0, description="Labelled both positive and negative: left out.")
+    pr_curve: PrCurve | None = Field(default=None, description="Probes only: scores are probabilities.")
+    evaluated_at: datetime
+
+
+class NamedWeight(BaseModel):
+    index: int
+    weight: float
+    label: str | None = Field(description="The feature's shown name, if it has one.")
+    reliable: bool | None = Field(description="Whether that name predicts its feature (None: not scored).")
+
+
+class ProbeOut(BaseModel):
+    C: float = Field(description="Inverse regularisation chosen by cross-validation.")
+    cv_f1: float = Field(description="Mean cross-validated F1 at that C, on the training split.")
+    intercept: float
+    threshold: float = Field(description="Probability at or above which a document matches.")
+    n_features: int = Field(description="Features with a non-zero weight.")
+    converged: bool
+    weights: list[NamedWeight] = Field(description="Non-zero weights, largest magnitude first.")
+
+
+class AppliedOut(BaseModel):
+    job_id: str | None
+    status: str | None = Field(description="The apply job's status; None when never applied.")
+    n_matches: int | None = None
+    n_documents: int | None = None
+    export_url: str | None = Field(default=None, description="CSV of the matches, once applied.")
+
+
+class ConceptOut(BaseModel):
+    id: int
+    sae_run_id: int
+    name: str
+    description: str | None
+    kind: str = Field(description="expression | probe")
+    expression: str | None
+    examples: Examples | None
+    metrics: ConceptMetrics | None = Field(description="None when the concept has no labelled examples.")
+    probe: ProbeOut | None
+    features: list[NamedWeight] = Field(default_factory=list,
+                                        description="Expression: the features it refers to (weight 1).")
+    applied: AppliedOut
+    created_at: datetime
+
+
+class ConceptSummary(BaseModel):
+    id: int
+    sae_run_id: int
+    name: str
+    kind: str
+    f1: float | None
+    n_matches: int | None
+    created_at: datetime
+
+
+class ConceptList(BaseModel):
+    items: list[ConceptSummary]
+    total: int

@@ -1,0 +1,74 @@
+"""/api/v1/concepts: saved expressions and sparse probes, their held-out metrics, applying them to
+the whole dataset (a job), and the matches as a streamed CSV."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Request, status
+from fastapi.responses import StreamingResponse
+
+from contracts.catalog import ErrorOut
+from contracts.concepts import ConceptCreate, ConceptList, ConceptMetrics, ConceptOut, EvaluateRequest
+from contracts.jobs import JobOut
+from gateway.deps import CurrentKey, RequestId, SessionDep
+from gateway.domain.concepts import repo
+from gateway.domain.concepts.apply import start_apply
+from gateway.domain.concepts.describe import concept_out, concept_summary
+from gateway.domain.concepts.export import plan_export, stream_csv
+from gateway.domain.concepts.service import create_concept, evaluate_concept, get_or_404
+
+router = APIRouter(prefix="/concepts", tags=["concepts"])
+ERRORS = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+
+
+@router.post("", response_model=ConceptOut, status_code=status.HTTP_201_CREATED, responses=ERRORS)
+async def new_concept(body: ConceptCreate, request: Request, principal: CurrentKey, rid: RequestId) -> ConceptOut:
+    """A saved expression (evaluated on its `examples` when given), or a sparse probe: L1 logistic
+    regression on the run's codes, C by cross-validation, trained on the training split of its
+    `examples` and scored on the held-out split. An expression error is a 422 with its line and column."""
+    concept_id = await create_concept(request.app.state, body, principal, rid)
+    with request.app.state.factory() as session:
+        return concept_out(session, get_or_404(session, concept_id))
+
+
+@router.get("", response_model=ConceptList)
+def list_concepts(session: SessionDep, _: CurrentKey, sae_run_id: Annotated[int | None, Query()] = None,
+                  limit: Annotated[int, Query(ge=1, le=500)] = 200,
+                  offset: Annotated[int, Query(ge=0)] = 0) -> ConceptList:
+    rows, total = repo.list_concepts(session, sae_run_id=sae_run_id, limit=limit, offset=offset)
+    return ConceptList(items=[concept_summary(c) for c in rows], total=total)
+
+
+@router.get("/{concept_id}", response_model=ConceptOut, responses=ERRORS)
+def get_concept(concept_id: int, session: SessionDep, _: CurrentKey) -> ConceptOut:
+    """The concept with its held-out metrics, its probe's named weights, and its last apply job."""
+    return concept_out(session, get_or_404(session, concept_id))
+
+
+@router.post("/{concept_id}/evaluate", response_model=ConceptMetrics, responses=ERRORS)
+async def evaluate(concept_id: int, request: Request, _: CurrentKey,
+                   body: Annotated[EvaluateRequest | None, Body()] = None) -> ConceptMetrics:
+    """Held-out metrics again: on the concept's own examples (stored), or on `examples` (an expression
+    adopts them; a probe is scored on those it was not trained on, and keeps its own metrics)."""
+    metrics = await evaluate_concept(request.app.state, concept_id, body.examples if body else None)
+    return ConceptMetrics.model_validate(metrics)
+
+
+@router.post("/{concept_id}/apply", response_model=JobOut, status_code=status.HTTP_202_ACCEPTED, responses=ERRORS)
+async def apply(concept_id: int, request: Request, principal: CurrentKey, rid: RequestId) -> JobOut:
+    """Score every document of the dataset (a resumable job: follow it at /api/v1/jobs/{id});
+    then GET .../export.csv."""
+    return await start_apply(request.app.state, concept_id, principal, rid)
+
+
+@router.get("/{concept_id}/export.csv", response_class=StreamingResponse, responses={
+    200: {"content": {"text/csv": {}}, "description": "document_id, external_id, score, matching_features, "
+                                                      "labels, metadata; best score first"}, **ERRORS})
+def export(concept_id: int, request: Request, session: SessionDep, _: CurrentKey) -> StreamingResponse:
+    """The applied concept's matches as CSV, streamed (memory stays flat for any number of rows)."""
+    plan = plan_export(session, concept_id)
+    state = request.app.state
+    return StreamingResponse(stream_csv(state.factory, state.store, plan), media_type="text/csv; charset=utf-8",
+                             headers={"Content-Disposition": f'attachment; filename="concept-{plan.concept_id}.csv"',
+                                      "X-Matches": str(plan.n_matches)})

@@ -1,0 +1,53 @@
+"""A concept as the API and the pages show it: metrics, weights with their features' names, and
+its last apply job."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from contracts.concepts import AppliedOut, ConceptMetrics, ConceptOut, ConceptSummary, Examples, NamedWeight, ProbeOut
+from gateway.domain.concepts.models import Concept
+from gateway.domain.features import repo as feature_repo
+from gateway.domain.jobs import repo as job_repo
+
+
+def named(session: Session, sae_run_id: int, weights: dict[int, float]) -> list[NamedWeight]:
+    """Weights with each feature's shown label, largest magnitude first."""
+    found = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=sorted(weights))
+    out = []
+    for index, weight in sorted(weights.items(), key=lambda kv: (-abs(kv[1]), kv[0])):
+        best = found.get(index, (None, None))[1]
+        out.append(NamedWeight(index=index, weight=round(weight, 6), label=best.label if best else None,
+                               reliable=best.reliable if best else None))
+    return out
+
+
+def applied(session: Session, concept: Concept) -> AppliedOut:
+    job = job_repo.get_job(session, job_id=concept.apply_job_id) if concept.apply_job_id else None
+    done = concept.applied or {}
+    return AppliedOut(job_id=concept.apply_job_id, status=job.status if job else None,
+                      n_matches=done.get("n_matches"), n_documents=done.get("n_documents"),
+                      export_url=f"/api/v1/concepts/{concept.id}/export.csv" if done else None)
+
+
+def concept_out(session: Session, concept: Concept) -> ConceptOut:
+    probe = None
+    if concept.probe:
+        p = concept.probe
+        weights = named(session, concept.sae_run_id, {int(i): w for i, w in p["weights"].items()})
+        probe = ProbeOut(C=p["C"], cv_f1=p["cv_f1"], intercept=p["intercept"], threshold=p["threshold"],
+                         n_features=len(weights), converged=p["converged"], weights=weights)
+    features = [] if concept.probe else named(session, concept.sae_run_id, {i: 1.0 for i in concept.features or []})
+    return ConceptOut(
+        id=concept.id, sae_run_id=concept.sae_run_id, name=concept.name, description=concept.description,
+        kind=concept.kind, expression=concept.expression,
+        examples=Examples.model_validate(concept.examples) if concept.examples else None,
+        metrics=ConceptMetrics.model_validate(concept.metrics) if concept.metrics else None,
+        probe=probe, features=features, applied=applied(session, concept), created_at=concept.created_at,
+    )
+
+
+def concept_summary(concept: Concept) -> ConceptSummary:
+    return ConceptSummary(id=concept.id, sae_run_id=concept.sae_run_id, name=concept.name, kind=concept.kind,
+                          f1=(concept.metrics or {}).get("f1"), n_matches=(concept.applied or {}).get("n_matches"),
+                          created_at=concept.created_at)

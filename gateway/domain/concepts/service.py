@@ -1,0 +1,215 @@
+"""Concepts: create (a saved expression, or a sparse probe trained on labelled documents), evaluate
+on a held-out split, and describe (metrics, named weights, the last apply job).
+
+Reads happen in one session, the numerics (CV, fitting) outside any transaction, and the concept
+is written in a second one, so a long fit never holds the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sqlalchemy.orm import Session
+
+from contracts.concepts import ConceptCreate, Examples
+from gateway.db import session_scope, utcnow
+from gateway.domain.auth.service import Principal, audit
+from gateway.domain.concepts import repo
+from gateway.domain.concepts.errors import ConceptInputError
+from gateway.domain.concepts.examples import Labelled, labelled_documents
+from gateway.domain.concepts.models import Concept
+from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, sigmoid
+from gateway.domain.datasets import repo as dataset_repo
+from gateway.domain.datasets.models import Dataset
+from gateway.domain.runs import repo as run_repo
+from gateway.domain.runs.models import SaeRun
+from gateway.search.expressions import (
+    ExpressionError, FeatureOutOfRange, Match, SearchSpace, UnknownFamilyError, UnknownLabelError, evaluate,
+)
+from gateway.search.space import SearchNotReady, load_search_space
+
+THRESHOLD = 0.5  # classes are weighted to balance in training, so 0.5 is the balanced cut
+
+
+@dataclass
+class RunData:
+    """An SAE run with what concepts need of it, read in one session."""
+
+    run: SaeRun
+    dataset: Dataset
+    space: SearchSpace
+
+
+def run_data(session: Session, store: Any, sae_run_id: int, *, field: str = "sae_run_id") -> RunData:
+    run = run_repo.get_sae_run(session, run_id=sae_run_id)
+    if run is None:
+        raise ConceptInputError(f"{field}: SAE run {sae_run_id} does not exist", field=field)
+    try:
+        space = load_search_space(session, store, run)
+    except SearchNotReady as exc:
+        raise ConceptInputError(f"{field}: {exc}", field=field, status_code=409) from None
+    emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
+    return RunData(run, dataset_repo.get_dataset(session, dataset_id=emb.dataset_id), space)
+
+
+def _where(exc: ValueError) -> dict[str, Any]:
+    """What a client needs to fix the expression: the position, and what was expected or could be meant."""
+    extra: dict[str, Any] = {"line": exc.line, "column": exc.column}  # type: ignore[attr-defined]
+    if isinstance(exc, ExpressionError):
+        extra["expected"] = exc.expected
+    elif isinstance(exc, UnknownLabelError):
+        extra["candidates"] = [{"index": i, "label": lab} for i, lab in exc.candidates]
+    elif isinstance(exc, FeatureOutOfRange):
+        extra.update(index=exc.index, n_features=exc.n_features)
+    elif isinstance(exc, UnknownFamilyError):
+        extra["family_id"] = exc.family_id
+    return extra
+
+
+def match_expression(text: str, space: SearchSpace) -> Match:
+    """Evaluate, turning each expression error into a 422 on `expression` that says where."""
+    try:
+        return evaluate(text, space)
+    except (ExpressionError, UnknownLabelError, FeatureOutOfRange, UnknownFamilyError) as exc:
+        raise ConceptInputError(f"expression: {exc}", field="expression", extra=_where(exc)) from None
+
+
+def probe_weights(probe: dict[str, Any], n_features: int) -> np.ndarray:
+    w = np.zeros(n_features, dtype=np.float64)
+    for index, weight in probe["weights"].items():
+        w[int(index)] = weight
+    return w
+
+
+def probe_probability(probe: dict[str, Any], rows: sp.csr_matrix) -> np.ndarray:
+    """P(positive) for each row of codes, float64 [rows]."""
+    return sigmoid(np.asarray(rows @ probe_weights(probe, rows.shape[1])) + probe["intercept"])
+
+
+def _metrics(y_true: np.ndarray, y_pred: np.ndarray, *, n_train: int, labelled: Labelled,
+             scores: np.ndarray | None = None) -> dict[str, Any]:
+    return {**binary_metrics(y_true, y_pred), "n_train": n_train, "n_excluded": labelled.n_excluded,
+            "pr_curve": pr_curve(y_true, scores) if scores is not None else None,
+            "evaluated_at": utcnow().isoformat()}
+
+
+def expression_metrics(match: Match, labelled: Labelled, examples: Examples) -> dict[str, Any]:
+    """On the held-out part of the examples (the same split a probe on them would be scored on)."""
+    test = labelled.split(examples).test
+    return _metrics(labelled.y[test], match.mask[labelled.positions[test]].astype(np.int8), n_train=0,
+                    labelled=labelled)
+
+
+def train_probe(codes: sp.csr_matrix, labelled: Labelled, examples: Examples) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fit on the training split, score on the held-out split: (probe, metrics)."""
+    split = labelled.split(examples)
+    fitted = fit_probe(codes[labelled.positions[split.train]], labelled.y[split.train], seed=examples.seed)
+    probe = {"weights": {str(int(i)): float(fitted.coef[0, i]) for i in fitted.used_features},
+             "intercept": float(fitted.intercept[0]), "C": fitted.C, "cv_f1": round(fitted.cv_score, 4),
+             "threshold": THRESHOLD, "converged": fitted.converged}
+    metrics = probe_metrics(probe, codes, labelled.positions[split.test], labelled.y[split.test],
+                            n_train=len(split.train), labelled=labelled)
+    return probe, metrics
+
+
+def probe_metrics(probe: dict[str, Any], codes: sp.csr_matrix, positions: np.ndarray, y: np.ndarray, *,
+                  n_train: int, labelled: Labelled) -> dict[str, Any]:
+    p = probe_probability(probe, codes[positions])
+    return _metrics(y, (p >= probe["threshold"]).astype(np.int8), n_train=n_train, labelled=labelled, scores=p)
+
+
+def _check_body(body: ConceptCreate) -> None:
+    if body.kind == "expression" and not (body.expression or "").strip():
+        raise ConceptInputError("expression: a concept of kind 'expression' needs an expression", field="expression")
+    if body.kind == "probe" and body.expression is not None:
+        raise ConceptInputError("expression: only a concept of kind 'expression' has one", field="expression")
+    if body.kind == "probe" and body.examples is None:
+        raise ConceptInputError("examples: a probe is trained on labelled documents; give `examples`", field="examples")
+
+
+def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
+    """Everything the new concept row holds, computed from one read of the run."""
+    _check_body(body)
+    with session_scope(app_state.factory) as session:
+        data = run_data(session, app_state.store, body.sae_run_id)
+        if repo.find_concept(session, sae_run_id=body.sae_run_id, name=body.name) is not None:
+            raise ConceptInputError(f"name: SAE run {body.sae_run_id} already has a concept named {body.name!r}",
+                                    field="name", status_code=409)
+        labelled = labelled_documents(session, data.dataset, body.examples) if body.examples else None
+    fields: dict[str, Any] = {"probe": None, "metrics": None}
+    if body.kind == "expression":
+        match = match_expression(body.expression, data.space)
+        fields["features"] = match.features
+        if labelled is not None:
+            fields["metrics"] = expression_metrics(match, labelled, body.examples)
+    else:
+        probe, fields["metrics"] = train_probe(data.space.codes.tocsr(), labelled, body.examples)
+        fields["probe"], fields["features"] = probe, [int(i) for i in probe["weights"]]
+    return fields
+
+
+async def create_concept(app_state: Any, body: ConceptCreate, principal: Principal, request_id: str | None) -> int:
+    """Validate, evaluate (or train and evaluate), store; returns the new concept's id."""
+    fields = await asyncio.to_thread(_build, app_state, body)
+    with session_scope(app_state.factory) as session:
+        concept = repo.add_concept(
+            session, sae_run_id=body.sae_run_id, name=body.name, description=body.description, kind=body.kind,
+            expression=body.expression.strip() if body.expression else None,
+            examples=body.examples.model_dump(mode="json", exclude_none=True) if body.examples else None, **fields)
+        audit(session, principal, "concept.create", target_type="concept", target_id=concept.id,
+              request_id=request_id, details={"sae_run_id": body.sae_run_id, "kind": body.kind,
+                                              "n_features": len(fields["features"])})
+        return concept.id
+
+
+def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[dict[str, Any], bool]:
+    with session_scope(app_state.factory) as session:
+        concept = get_or_404(session, concept_id)
+        data = run_data(session, app_state.store, concept.sae_run_id)
+        own = Examples.model_validate(concept.examples) if concept.examples else None
+        given = examples or own
+        if given is None:
+            raise ConceptInputError("examples: this concept has no labelled examples; give `examples`", field="examples")
+        labelled = labelled_documents(session, data.dataset, given)
+        trained_on = labelled_documents(session, data.dataset, own) if concept.kind == "probe" else None
+        kind, text, probe = concept.kind, concept.expression, concept.probe
+    if kind == "expression":
+        return expression_metrics(match_expression(text, data.space), labelled, given), True
+    codes = data.space.codes.tocsr()
+    if examples is None:  # its own held-out split
+        split = labelled.split(given)
+        pos, y, n_train = labelled.positions[split.test], labelled.y[split.test], len(split.train)
+        return probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True
+    # Other examples: every one the probe was not trained on (never its training split).
+    train = set(trained_on.positions[trained_on.split(own).train].tolist())
+    keep = np.array([p not in train for p in labelled.positions.tolist()], dtype=bool)
+    if len(np.unique(labelled.y[keep])) < 2:
+        raise ConceptInputError("examples: outside the probe's training documents, these examples have only one class",
+                                field="examples")
+    metrics = probe_metrics(probe, codes, labelled.positions[keep], labelled.y[keep], n_train=len(train),
+                            labelled=labelled)
+    return metrics, False
+
+
+async def evaluate_concept(app_state: Any, concept_id: int, examples: Examples | None) -> dict[str, Any]:
+    """Held-out metrics on the concept's own examples (stored), or on others: an expression takes
+    them as its examples; a probe is scored on them without changing what it was trained on."""
+    metrics, store = await asyncio.to_thread(_evaluate, app_state, concept_id, examples)
+    if store:
+        with session_scope(app_state.factory) as session:
+            concept = get_or_404(session, concept_id)
+            concept.metrics = metrics
+            if examples is not None:
+                concept.examples = examples.model_dump(mode="json", exclude_none=True)
+    return metrics
+
+
+def get_or_404(session: Session, concept_id: int) -> Concept:
+    concept = repo.get_concept(session, concept_id=concept_id)
+    if concept is None:
+        raise ConceptInputError(f"concept {concept_id} not found", field="concept_id", status_code=404)
+    return concept

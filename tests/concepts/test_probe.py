@@ -1,0 +1,96 @@
+"""The probe's numerics on cases with a known answer: a concept made of two features is found
+by the L1 probe (those two carry the weight), metrics match hand counts, the split is fixed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gateway.domain.concepts.probe import (
+    binary_metrics, fit_probe, heldout_split, macro_f1, pr_curve, sigmoid, top_contributions,
+)
+
+
+def sparse_codes(n_docs: int, n: int, k: int, seed: int) -> sp.csr_matrix:
+    """Random TopK-like codes: k features a row, positive activations."""
+    rng = np.random.default_rng(seed)
+    idx = np.stack([rng.choice(n, size=k, replace=False) for _ in range(n_docs)])
+    acts = rng.exponential(1.0, (n_docs, k)).astype(np.float32) + 0.05
+    rows = np.repeat(np.arange(n_docs), k)
+    return sp.csr_matrix((acts.ravel(), (rows, idx.ravel())), shape=(n_docs, n))
+
+
+def test_probe_finds_the_two_features_that_define_the_concept():
+    rng = np.random.default_rng(1)
+    dense = sparse_codes(3000, 256, 12, seed=0).toarray()
+    # The concept, as "confirmed, not suspected": feature 3 fires in a fifth of the documents,
+    # feature 7 in half of those; positive = 3 without 7.
+    topic = rng.random(3000) < 0.2
+    hedge = topic & (rng.random(3000) < 0.5)
+    dense[:, 3] = np.where(topic, rng.exponential(1.0, 3000) + 0.3, 0)
+    dense[:, 7] = np.where(hedge, rng.exponential(1.0, 3000) + 0.3, 0)
+    x = sp.csr_matrix(dense.astype(np.float32))
+    y = (topic & ~hedge).astype(int)
+    split = heldout_split(y, test_fraction=0.25, seed=0)
+    probe = fit_probe(x[split.train], y[split.train], seed=0)
+    w = probe.coef[0]
+    strongest = np.argsort(-np.abs(w))[:2]
+    assert set(strongest.tolist()) == {3, 7}
+    assert w[3] > 0 > w[7]
+    assert (abs(w[3]) + abs(w[7])) / np.abs(w).sum() > 0.8  # the rest is small change
+    assert len(probe.used_features) < 256 and (w == 0).sum() > 64  # L1: many weights exactly zero
+    pred = probe.predict(x[split.test])
+    m = binary_metrics(y[split.test], pred)
+    assert m["f1"] > 0.9 and m["precision"] > 0.85 and m["recall"] > 0.85
+    assert probe.C > 0 and 0 < probe.cv_score <= 1
+
+
+def test_heldout_split_is_fixed_and_stratified():
+    y = np.array([0] * 80 + [1] * 20)
+    a, b = heldout_split(y, test_fraction=0.25, seed=3), heldout_split(y, test_fraction=0.25, seed=3)
+    assert np.array_equal(a.test, b.test) and np.array_equal(a.train, b.train)
+    assert len(a.test) == 25 and y[a.test].sum() == 5  # the positive share is kept
+    assert not set(a.train) & set(a.test) and len(a.train) + len(a.test) == 100
+    other = heldout_split(y, test_fraction=0.25, seed=4)
+    assert not np.array_equal(a.test, other.test)
+
+
+def test_binary_metrics_match_hand_counts():
+    y_true = np.array([1, 1, 1, 0, 0, 0, 0, 1])
+    y_pred = np.array([1, 0, 1, 1, 0, 0, 0, 0])
+    m = binary_metrics(y_true, y_pred)
+    assert m["confusion"] == {"tp": 2, "fp": 1, "fn": 2, "tn": 3}
+    assert m["precision"] == pytest.approx(2 / 3, abs=1e-4) and m["recall"] == 0.5
+    assert m["f1"] == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5), abs=1e-4)
+    assert binary_metrics(np.array([0, 0]), np.array([0, 0]))["f1"] == 0.0  # no positives: 0, not a crash
+
+
+def test_pr_curve_is_thinned_and_ends_where_it_should():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 5000)
+    scores = y + rng.normal(0, 0.8, 5000)
+    curve = pr_curve(y, scores)
+    assert len(curve["precision"]) == len(curve["recall"]) == len(curve["thresholds"]) <= 101
+    assert curve["recall"][0] == 1.0 and curve["recall"][-1] == 0.0
+    assert curve["recall"] == sorted(curve["recall"], reverse=True)
+    assert 0.7 < curve["average_precision"] < 1
+    perfect = pr_curve(np.array([0, 0, 1, 1]), np.array([0.1, 0.2, 0.8, 0.9]))
+    assert perfect["average_precision"] == 1.0
+    assert pr_curve(np.array([1, 1]), np.array([0.3, 0.4]))["average_precision"] is None
+
+
+def test_multiclass_probe_and_macro_f1():
+    x = sparse_codes(1500, 64, 6, seed=1)
+    y = np.select([x[:, 1].toarray().ravel() > 0, x[:, 2].toarray().ravel() > 0], [1, 2], 0)
+    probe = fit_probe(x, y, seed=0)
+    assert probe.coef.shape == (3, 64)
+    assert macro_f1(y, probe.predict(x)) > 0.8
+
+
+def test_top_contributions_order_and_padding():
+    rows = sp.csr_matrix(np.array([[0.5, 2.0, 0.0, 1.0], [0.0, 0.0, 3.0, 0.0]], dtype=np.float32))
+    w = np.array([1.0, 1.0, -1.0, 4.0])
+    out = top_contributions(rows, w, top=3)
+    assert out.tolist() == [[3, 1, 0], [-1, -1, -1]]  # 4.0, 2.0, 0.5; a negative contribution is not a match
+    assert sigmoid(np.array([0.0]))[0] == 0.5
