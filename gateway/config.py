@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -56,6 +57,14 @@ class GatewaySettings(BaseSettings):
     log_level: str = Field(default="INFO", description="Root log level. Document text is never logged above DEBUG.")
     log_json: bool = Field(default=True, description="One JSON object per log line (False: human-readable).")
     cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (set behind HTTPS).")
+    search_flat_max_docs: int = Field(
+        default=1_000_000, ge=0,
+        description="Text search uses an exact FAISS IndexFlatIP up to this many documents per embedding run, "
+        "the approximate `search_large_index` above (the brief: flat under a million documents).",
+    )
+    search_large_index: Literal["hnsw", "ivf"] = Field(
+        default="hnsw", description="Approximate FAISS index for runs above `search_flat_max_docs`: hnsw or ivf.",
+    )
     auto_migrate: bool | None = Field(
         default=None,
         description="Run `alembic upgrade head` when the app starts. Default: on in embedded mode, "

@@ -1,10 +1,14 @@
-"""Queries for search: the shown labels and families of an SAE run, and a cheap fingerprint of them."""
+"""Queries for search: an SAE run's shown labels and families (with a cheap fingerprint of them),
+label full-text search, documents by position."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+import re
+
+from sqlalchemy import bindparam, column, func, literal_column, select, table, text
 from sqlalchemy.orm import Session
 
+from gateway.domain.datasets.models import Document
 from gateway.domain.features.models import Family, FamilyMember, Feature, Interpretation
 
 
@@ -38,3 +42,57 @@ def labels_fingerprint(session: Session, *, sae_run_id: int) -> tuple[int, ...]:
     fams = session.execute(select(func.count(Family.id), func.coalesce(func.max(Family.id), 0))
                            .where(Family.sae_run_id == sae_run_id)).one()
     return tuple(int(v) for v in (*best, *fams))
+
+
+# -- label search ------------------------------------------------------------------------------
+# The document of an interpretation, spelled exactly as migration 0002's GIN index (so it is used).
+PG_DOCUMENT = "to_tsvector('simple', interpretations.label || ' ' || coalesce(interpretations.description, ''))"
+MAX_TERMS = 16
+
+
+def query_terms(query: str) -> list[str]:
+    """The words of a search box, lower-cased; each becomes a prefix term ANDed with the others."""
+    return re.findall(r"\w+", query.casefold())[:MAX_TERMS]
+
+
+def search_labels(session: Session, *, sae_run_id: int, query: str, limit: int,
+                  offset: int) -> tuple[list[tuple[Feature, Interpretation, float]], int]:
+    """Features whose shown label or description holds every word of `query` (as a prefix), best
+    match first: PostgreSQL full text (ts_rank), or SQLite FTS5 (bm25) in embedded mode."""
+    terms = query_terms(query)
+    if not terms:
+        return [], 0
+    base = (select(Feature, Interpretation)
+            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id))
+    if session.get_bind().dialect.name == "postgresql":
+        tsquery = func.to_tsquery(literal_column("'simple'"), bindparam("q", " & ".join(f"{t}:*" for t in terms)))
+        rank = func.ts_rank(literal_column(PG_DOCUMENT), tsquery)
+        stmt = base.add_columns(rank).where(literal_column(PG_DOCUMENT).op("@@")(tsquery)).order_by(rank.desc())
+    else:
+        fts = table("interpretations_fts", column("rowid"))
+        rank = -func.bm25(literal_column("interpretations_fts"))  # bm25: lower is better
+        stmt = (base.add_columns(rank).join(fts, fts.c.rowid == Interpretation.id)
+                .where(text("interpretations_fts MATCH :q").bindparams(q=" ".join(f'"{t}"*' for t in terms)))
+                .order_by(rank.desc()))
+    total = session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery())) or 0
+    rows = session.execute(stmt.order_by(Feature.index).limit(limit).offset(offset))
+    return [(f, i, float(r)) for f, i, r in rows], total
+
+
+def named_features(session: Session, *, sae_run_id: int) -> list[tuple[Feature, Interpretation]]:
+    """Every named feature of the run with its shown interpretation, by index."""
+    stmt = (select(Feature, Interpretation)
+            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id).order_by(Feature.index))
+    return [(f, i) for f, i in session.execute(stmt)]
+
+
+def documents_at(session: Session, *, dataset_id: int, positions: list[int]) -> dict[int, Document]:
+    """Documents of a dataset by position (bounded IN lists)."""
+    out: dict[int, Document] = {}
+    for start in range(0, len(positions), 1000):
+        stmt = select(Document).where(Document.dataset_id == dataset_id,
+                                      Document.position.in_(positions[start:start + 1000]))
+        out.update({d.position: d for d in session.scalars(stmt)})
+    return out

@@ -1,0 +1,135 @@
+"""Wire schemas of `POST /api/v1/sae-runs/{id}/search`: one body per mode (discriminated by
+`mode`), one answer per mode, and the 422 that says where an expression is wrong."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_TEXT_RESULTS = 1000  # text search ranks every document; pages reach this deep
+
+
+class _Page(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=20, ge=1, le=200, description="Results per page.")
+    offset: int = Field(default=0, ge=0, description="Results to skip.")
+
+
+class ExpressionSearch(_Page):
+    """Documents selected by a feature expression, e.g. `F12 > 0.3 AND NOT label:"suspected"`."""
+
+    mode: Literal["expression"]
+    expression: str = Field(min_length=1, max_length=10_000,
+                            description="The expression (see README: feature expressions).")
+
+
+class TextSearch(_Page):
+    """The documents nearest to a text (cosine of embeddings), and the text's own features."""
+
+    mode: Literal["text"]
+    text: str = Field(min_length=1, max_length=10_000, description="The query, embedded like the documents.")
+    top_features: int = Field(default=10, ge=0, le=64, description="How many of the query's features to name.")
+
+    @model_validator(mode="after")
+    def _within_depth(self) -> TextSearch:
+        if self.offset + self.limit > MAX_TEXT_RESULTS:
+            raise ValueError(f"offset + limit must be at most {MAX_TEXT_RESULTS} for text search")
+        return self
+
+
+class LabelSearch(_Page):
+    """Features by their shown label and description: full-text words, or semantic similarity."""
+
+    mode: Literal["label"]
+    query: str = Field(min_length=1, max_length=500, description="Words (full text) or a phrase (semantic).")
+    method: Literal["fulltext", "semantic"] = Field(
+        default="fulltext", description="fulltext: every word as a prefix; semantic: cosine of embeddings.")
+
+
+SearchRequest = Annotated[ExpressionSearch | TextSearch | LabelSearch, Field(discriminator="mode")]
+
+
+class FeatureHit(BaseModel):
+    """A feature with its activation in a document (or query), and its shown label."""
+
+    index: int
+    activation: float | None = Field(default=None, description="Activation here; None when only referenced.")
+    label: str | None = Field(default=None, description="The best interpretation's label; None if unnamed.")
+    reliable: bool | None = Field(default=None, description="False: the label does not predict the feature.")
+
+
+class DocumentHit(BaseModel):
+    position: int = Field(description="0-based position in the dataset.")
+    document_id: int | None
+    external_id: str | None
+    score: float = Field(description="expression: the expression's value; text: cosine similarity.")
+    excerpt: str = Field(description="The document's first characters.")
+    labels: list[str] = Field(default_factory=list)
+    features: list[FeatureHit] = Field(
+        default_factory=list, description="The expression's (or query's) features active in this document.")
+
+
+class ExpressionResult(BaseModel):
+    mode: Literal["expression"] = "expression"
+    expression: str
+    total: int = Field(description="Documents matching, over the whole dataset.")
+    limit: int
+    offset: int
+    features: list[FeatureHit] = Field(description="The features the expression refers to, labels resolved.")
+    items: list[DocumentHit]
+    elapsed_ms: float = Field(description="Time to evaluate the expression over every document.")
+
+
+class TextResult(BaseModel):
+    mode: Literal["text"] = "text"
+    text: str
+    total: int = Field(description="Documents ranked (every document of the run).")
+    limit: int
+    offset: int
+    index: str = Field(description="The FAISS index kind: flat (exact), hnsw or ivf.")
+    query_features: list[FeatureHit] = Field(description="The query's own strongest features.")
+    items: list[DocumentHit]
+
+
+class LabelHit(BaseModel):
+    index: int
+    label: str
+    description: str | None
+    score: float = Field(description="fulltext: rank (higher is better); semantic: cosine similarity.")
+    interpretation_score: float | None = Field(description="How well the label predicts the feature.")
+    reliable: bool | None
+    density: float
+
+
+class LabelResult(BaseModel):
+    mode: Literal["label"] = "label"
+    query: str
+    method: Literal["fulltext", "semantic"]
+    total: int
+    limit: int
+    offset: int
+    items: list[LabelHit]
+
+
+SearchResponse = Annotated[ExpressionResult | TextResult | LabelResult, Field(discriminator="mode")]
+
+
+class Candidate(BaseModel):
+    index: int
+    label: str
+
+
+class SearchErrorOut(BaseModel):
+    """A 422 from search: the sentence, and where and why, as far as known."""
+
+    detail: str
+    field: str | None = None
+    locator: str | None = Field(default=None, description="'line 1, column 8' for expression errors.")
+    line: int | None = None
+    column: int | None = None
+    expected: list[str] = Field(default_factory=list, description="What the grammar accepts at that place.")
+    index: int | None = Field(default=None, description="A feature index out of range.")
+    n_features: int | None = None
+    candidates: list[Candidate] = Field(default_factory=list, description="Features an unknown label could mean.")

@@ -1,0 +1,76 @@
+"""Turning matches into pages: ranking, the features active in each document, documents by position."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from sqlalchemy.orm import Session
+
+from contracts.search import DocumentHit, FeatureHit
+from gateway.domain.features import repo as feature_repo
+from gateway.search import repo
+
+EXCERPT_CHARS = 300
+
+
+def page_by_score(positions: np.ndarray, scores: np.ndarray, *, offset: int, limit: int) -> np.ndarray:
+    """positions[offset : offset+limit] in the order score descending, then position ascending.
+
+    Only the candidates that can reach the page are sorted: everything scoring at least the
+    (offset+limit)-th best score, ties included, so that pages never overlap or skip."""
+    need = offset + limit
+    if len(positions) > 4 * need:
+        threshold = -np.partition(-scores, need - 1)[need - 1]
+        keep = scores >= threshold
+        positions, scores = positions[keep], scores[keep]
+    order = np.lexsort((positions, -scores))
+    return positions[order][offset:need]
+
+
+def activations_at(codes: sp.csc_matrix, features: Sequence[int], positions: np.ndarray) -> np.ndarray:
+    """float32 [len(positions), len(features)]: each feature's activation in each document, read
+    from the CSC columns (a column's rows are sorted, so a binary search finds each document)."""
+    out = np.zeros((len(positions), len(features)), dtype=np.float32)
+    for j, f in enumerate(features):
+        start, end = codes.indptr[f], codes.indptr[f + 1]
+        rows, vals = codes.indices[start:end], codes.data[start:end]
+        if not codes.has_sorted_indices:
+            order = np.argsort(rows)
+            rows, vals = rows[order], vals[order]
+        if len(rows) == 0:
+            continue
+        at = np.minimum(np.searchsorted(rows, positions), len(rows) - 1)
+        found = rows[at] == positions
+        out[found, j] = vals[at[found]]
+    return out
+
+
+def feature_labels(session: Session, *, sae_run_id: int, indices: Sequence[int]) -> dict[int, tuple[str | None, bool | None]]:
+    """index → (shown label, reliable) for the given features (None, None where unnamed)."""
+    found = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=list(indices))
+    names: dict[int, tuple[str | None, bool | None]] = {i: (None, None) for i in indices}
+    for i, (_, best) in found.items():
+        if best is not None:
+            names[i] = (best.label, best.reliable)
+    return names
+
+
+def document_hits(session: Session, *, dataset_id: int, positions: np.ndarray, scores: Sequence[float],
+                  features: Sequence[int], acts: np.ndarray,
+                  names: dict[int, tuple[str | None, bool | None]]) -> list[DocumentHit]:
+    """One hit per position (in the given order) with the given features active in it, strongest first."""
+    docs = repo.documents_at(session, dataset_id=dataset_id, positions=[int(p) for p in positions])
+    hits = []
+    for row, (pos, score) in enumerate(zip(positions.tolist(), scores)):
+        doc = docs.get(pos)
+        active = sorted(((features[j], float(acts[row, j])) for j in range(len(features)) if acts[row, j] != 0),
+                        key=lambda fa: -fa[1])
+        hits.append(DocumentHit(
+            position=pos, document_id=doc.id if doc else None, external_id=doc.external_id if doc else None,
+            score=float(score), excerpt=doc.text[:EXCERPT_CHARS] if doc else "", labels=list(doc.labels) if doc else [],
+            features=[FeatureHit(index=f, activation=a, label=names.get(f, (None, None))[0],
+                                 reliable=names.get(f, (None, None))[1]) for f, a in active],
+        ))
+    return hits

@@ -1,0 +1,112 @@
+"""The three searches of an SAE run: by feature expression, by text, by label. No FastAPI here:
+the route passes the app's state (`factory`, `store`, `services`, `settings`) and a body.
+
+Blocking work (the database, FAISS, NumPy) runs in worker threads; calls to the embedder and
+the SAE service are awaited over HTTP (in-process ASGI in embedded mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+
+from contracts.search import (
+    ExpressionResult, ExpressionSearch, FeatureHit, LabelHit, LabelResult, LabelSearch, TextResult, TextSearch,
+)
+from gateway.db import session_scope
+from gateway.domain.runs import repo as run_repo
+from gateway.search import labels as label_search
+from gateway.search import text_index
+from gateway.search.expressions import evaluate
+from gateway.search.results import activations_at, document_hits, feature_labels, page_by_score
+from gateway.search.space import load_search_space
+
+
+def _run_and_dataset(session: Any, run_id: int) -> tuple[Any, Any]:
+    run = run_repo.get_sae_run(session, run_id=run_id)
+    emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
+    return run, emb
+
+
+def expression_search(state: Any, run_id: int, body: ExpressionSearch) -> ExpressionResult:
+    """Blocking. Raises the expression errors (→ 422) and SearchNotReady (→ 409)."""
+    with session_scope(state.factory) as session:
+        run, emb = _run_and_dataset(session, run_id)
+        space = load_search_space(session, state.store, run)
+        start = time.perf_counter()
+        match = evaluate(body.expression, space)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        positions = np.flatnonzero(match.mask)
+        page = page_by_score(positions, match.score[positions], offset=body.offset, limit=body.limit)
+        names = feature_labels(session, sae_run_id=run.id, indices=match.features)
+        acts = activations_at(space.codes, match.features, page)
+        items = document_hits(session, dataset_id=emb.dataset_id, positions=page, scores=match.score[page].tolist(),
+                              features=match.features, acts=acts, names=names)
+    return ExpressionResult(
+        expression=body.expression, total=len(positions), limit=body.limit, offset=body.offset,
+        features=[FeatureHit(index=f, label=names[f][0], reliable=names[f][1]) for f in match.features],
+        items=items, elapsed_ms=round(elapsed_ms, 3),
+    )
+
+
+def _text_prepare(state: Any, run_id: int) -> tuple[dict[str, Any], str, str]:
+    """(embed request for the run's model, the run's index URI, the SAE's folder URI)."""
+    settings = state.settings
+    with session_scope(state.factory) as session:
+        run, emb = _run_and_dataset(session, run_id)
+        load_search_space(session, state.store, run)  # SearchNotReady before any other work
+        spec = {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
+        sae_uri = run.result["artifacts"]["cfg"]["uri"].rsplit("/", 1)[0]
+        emb_id = emb.id
+    uri = text_index.ensure_index(state.factory, state.store, emb_id, flat_max_docs=settings.search_flat_max_docs,
+                                  large=settings.search_large_index)
+    return spec, uri, sae_uri
+
+
+def _text_finish(state: Any, run_id: int, body: TextSearch, hits: text_index.Neighbours,
+                 query_features: list[tuple[int, float]]) -> tuple[list, list[FeatureHit]]:
+    top = query_features[: body.top_features]
+    page = hits.positions[body.offset:body.offset + body.limit]
+    with session_scope(state.factory) as session:
+        run, emb = _run_and_dataset(session, run_id)
+        space = load_search_space(session, state.store, run)
+        indices = [i for i, _ in top]
+        names = feature_labels(session, sae_run_id=run.id, indices=indices)
+        acts = activations_at(space.codes, indices, page)
+        items = document_hits(session, dataset_id=emb.dataset_id, positions=page,
+                              scores=hits.scores[body.offset:body.offset + body.limit].tolist(),
+                              features=indices, acts=acts, names=names)
+    return items, [FeatureHit(index=i, activation=a, label=names[i][0], reliable=names[i][1]) for i, a in top]
+
+
+async def text_search(state: Any, run_id: int, body: TextSearch) -> TextResult:
+    """The documents nearest to `body.text` and the text's own features, named."""
+    spec, index_uri, sae_uri = await asyncio.to_thread(_text_prepare, state, run_id)
+    embedded = await state.services.post("embedder", "/embed", {"texts": [body.text], **spec})
+    vector = np.asarray(embedded["vectors"][0], dtype=np.float32)
+    index = await asyncio.to_thread(text_index.load_index, state.store, index_uri)
+    hits, encoded = await asyncio.gather(
+        asyncio.to_thread(text_index.search, index, vector, body.offset + body.limit),
+        state.services.post("sae", "/encode", {"vectors": [vector.tolist()], "sae_uri": sae_uri}),
+    )
+    query_features = [(int(f["index"]), float(f["activation"])) for f in encoded["features"][0]]
+    items, named = await asyncio.to_thread(_text_finish, state, run_id, body, hits, query_features)
+    kind = text_index.choose_kind(index.ntotal, flat_max_docs=state.settings.search_flat_max_docs,
+                                  large=state.settings.search_large_index)
+    return TextResult(text=body.text, total=int(index.ntotal), limit=body.limit, offset=body.offset, index=kind,
+                      query_features=named, items=items)
+
+
+async def label_query(state: Any, run_id: int, body: LabelSearch) -> LabelResult:
+    """Features by label: full text in the database, or semantic (cosine with label embeddings)."""
+    if body.method == "fulltext":
+        rows, total = await asyncio.to_thread(label_search.fulltext, state.factory, run_id, body)
+    else:
+        rows, total = await label_search.semantic(state, run_id, body)
+    items = [LabelHit(index=f.index, label=i.label, description=i.description, score=round(score, 6),
+                      interpretation_score=i.score, reliable=i.reliable, density=f.density) for f, i, score in rows]
+    return LabelResult(query=body.query, method=body.method, total=total, limit=body.limit, offset=body.offset,
+                       items=items)

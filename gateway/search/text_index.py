@@ -1,0 +1,147 @@
+"""FAISS index of an embedding run's document vectors, for text search (inner product on unit
+vectors = cosine). Exact (IndexFlatIP) up to `search_flat_max_docs` documents; above, HNSW or IVF
+as `search_large_index` says. Built from the run's shards, stored as one artifact, catalogued,
+and loaded once per process. Index ids are dataset positions (the shards' row order).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import threading
+from collections import OrderedDict
+from typing import Literal, NamedTuple
+
+import faiss
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from artifacts import ArtifactStore
+from contracts.artifacts import ArtifactInfo
+from gateway.db import session_scope
+from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.runs import repo as run_repo
+
+log = logging.getLogger(__name__)
+KIND = "faiss-index"
+IndexKind = Literal["flat", "hnsw", "ivf"]
+HNSW_M = 32  # neighbours per node: FAISS's usual default for ~1M vectors
+IVF_TRAIN_MAX = 100_000  # vectors sampled to train IVF centroids
+
+
+class Neighbours(NamedTuple):
+    positions: np.ndarray  # int64 [m]: dataset positions, nearest first
+    scores: np.ndarray  # float32 [m]: cosine similarity
+
+
+def choose_kind(n_docs: int, *, flat_max_docs: int, large: Literal["hnsw", "ivf"]) -> IndexKind:
+    return "flat" if n_docs <= flat_max_docs else large
+
+
+def index_key(run_id: int, kind: IndexKind) -> str:
+    return f"embedding-runs/{run_id}/search/{kind}.faiss"
+
+
+def _read_shards(store: ArtifactStore, shard_uris: list[str]) -> np.ndarray:
+    """The run's vectors in position order, float32 [docs, d], each row scaled to unit norm."""
+    parts = [np.load(io.BytesIO(store.read_bytes(uri))).astype(np.float32, copy=False) for uri in shard_uris]
+    vectors = np.ascontiguousarray(np.concatenate(parts) if parts else np.zeros((0, 1), np.float32))
+    faiss.normalize_L2(vectors)
+    return vectors
+
+
+def build_index(vectors: np.ndarray, kind: IndexKind, *, seed: int = 0) -> faiss.Index:
+    """An inner-product index of unit vectors [docs, d]; ids are row numbers."""
+    n, d = vectors.shape
+    if kind == "flat":
+        index = faiss.IndexFlatIP(d)
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efSearch = 128  # recall over speed: queries are one at a time
+    else:
+        nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))  # FAISS wants ≥ 39 training points a centroid
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+        rng = np.random.default_rng(seed)
+        sample = vectors[np.sort(rng.choice(n, min(n, IVF_TRAIN_MAX), replace=False))]
+        index.train(sample)
+        index.nprobe = min(nlist, 16)
+    index.add(vectors)
+    return index
+
+
+def search(index: faiss.Index, query: np.ndarray, k: int) -> Neighbours:
+    """The k nearest documents to one query vector [d] (normalised here), nearest first."""
+    q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
+    faiss.normalize_L2(q)
+    k = min(k, index.ntotal)
+    if k <= 0:
+        return Neighbours(np.zeros(0, np.int64), np.zeros(0, np.float32))
+    scores, ids = index.search(q, k)
+    keep = ids[0] >= 0  # HNSW / IVF may return fewer than k
+    return Neighbours(ids[0][keep].astype(np.int64), scores[0][keep].astype(np.float32))
+
+
+class _IndexCache:
+    """Loaded indexes by URI (a few runs), and one build at a time per run."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.size, self.lock = size, threading.Lock()
+        self.loaded: OrderedDict[str, faiss.Index] = OrderedDict()
+        self.building: dict[int, threading.Lock] = {}
+
+    def get(self, store: ArtifactStore, uri: str) -> faiss.Index:
+        with self.lock:
+            if uri in self.loaded:
+                self.loaded.move_to_end(uri)
+                return self.loaded[uri]
+        index = faiss.deserialize_index(np.frombuffer(store.read_bytes(uri), dtype=np.uint8))
+        with self.lock:
+            self.loaded[uri] = index
+            while len(self.loaded) > self.size:
+                self.loaded.popitem(last=False)
+        return index
+
+    def build_lock(self, run_id: int) -> threading.Lock:
+        with self.lock:
+            return self.building.setdefault(run_id, threading.Lock())
+
+
+_cache = _IndexCache()
+
+
+def _catalogued_uri(session: Session, run_id: int, key: str, store: ArtifactStore) -> str | None:
+    uri = store.uri(key)
+    found = [a for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=run_id)
+             if a.kind == KIND and a.uri == uri]
+    return uri if found and store.exists(uri) else None
+
+
+def ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: int, *, flat_max_docs: int,
+                 large: Literal["hnsw", "ivf"]) -> str:
+    """The URI of the run's index, built (and catalogued) first if it is missing. Blocking: call it
+    in a thread. Raises LookupError when the run has no vectors."""
+    with session_scope(factory) as session:
+        run = run_repo.get_embedding_run(session, run_id=run_id)
+        if run is None or run.status != "succeeded" or not (run.result or {}).get("shards"):
+            raise LookupError(f"embedding run {run_id} has no vectors to search")
+        kind = choose_kind(run.n_documents or 0, flat_max_docs=flat_max_docs, large=large)
+        key, shards = index_key(run_id, kind), [s["uri"] for s in run.result["shards"]]
+        uri = _catalogued_uri(session, run_id, key, store)
+    if uri is not None:
+        return uri
+    with _cache.build_lock(run_id):
+        with session_scope(factory) as session:
+            uri = _catalogued_uri(session, run_id, key, store)
+        if uri is not None:  # built meanwhile by another request
+            return uri
+        index = build_index(_read_shards(store, shards), kind)
+        info: ArtifactInfo = store.write_bytes(key, faiss.serialize_index(index).tobytes(), kind=KIND)
+        with session_scope(factory) as session:
+            artifact_repo.record(session, info=info, owner_type="embedding_run", owner_id=run_id)
+        log.info("built text index", extra={"embedding_run_id": run_id, "kind": kind, "documents": index.ntotal})
+        return info.uri
+
+
+def load_index(store: ArtifactStore, uri: str) -> faiss.Index:
+    return _cache.get(store, uri)
