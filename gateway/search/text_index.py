@@ -11,7 +11,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import faiss
 import numpy as np
@@ -145,3 +145,14 @@ def ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: i
 
 def load_index(store: ArtifactStore, uri: str) -> faiss.Index:
     return _cache.get(store, uri)
+
+
+def build_after_run(factory: sessionmaker[Session], store: ArtifactStore, settings: Any, run_id: int) -> None:
+    """Build the index as soon as an embedding run succeeds, so the first text search does not wait.
+    Blocking. A failure is logged, not raised: the run's vectors are fine, and the first text
+    search builds the index again."""
+    try:
+        ensure_index(factory, store, run_id, flat_max_docs=settings.search_flat_max_docs,
+                     large=settings.search_large_index)
+    except Exception as exc:  # noqa: BLE001 - the run has succeeded; the index is a cache of it
+        log.warning("text index not built", extra={"embedding_run_id": run_id, "error": type(exc).__name__})

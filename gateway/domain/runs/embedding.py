@@ -19,6 +19,7 @@ from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.jobs import run_service_job_for, start_run_job
 from gateway.domain.runs.models import EmbeddingRun
+from gateway.search import text_index
 from gateway.services import ServiceClients, ServiceError
 
 KIND = "embedding_run"
@@ -95,6 +96,7 @@ async def embedding_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dic
     raw = await run_service_job_for(ctx, EmbeddingRun, job.run_id, "embedder", "embed_run", svc_payload)
     result = EmbedJobResult.model_validate(raw)
     await asyncio.to_thread(_record_result, ctx, job.run_id, result)
+    await asyncio.to_thread(text_index.build_after_run, ctx.factory, ctx.store, ctx.settings, job.run_id)
     return {"run_id": job.run_id, "n_documents": result.n_documents, "n_chunks": result.n_chunks,
             "shards_computed": result.shards_computed, "shards_reused": result.shards_reused}
 
