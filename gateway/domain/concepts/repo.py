@@ -57,7 +57,7 @@ def positions_of(session: Session, *, dataset_id: int, document_ids: Sequence[in
     for start in range(0, len(ids), IN_BATCH):
         stmt = select(Document.id, Document.position).where(
             Document.dataset_id == dataset_id, Document.id.in_(ids[start : start + IN_BATCH]))
-        out.update(dict(session.execute(stmt).tuples().all()))
+        out.update({doc_id: position for doc_id, position in session.execute(stmt)})
     return out
 
 
