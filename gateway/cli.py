@@ -223,7 +223,6 @@ def worker(
     """Run an arq worker for QUEUE (distributed mode; needs REDIS_URL). Start several to share a queue."""
     import importlib
 
-    from arq import run_worker
     from arq.worker import check_health
 
     if queue not in WORKER_MODULES:
@@ -232,7 +231,12 @@ def worker(
     settings_cls = importlib.import_module(WORKER_MODULES[queue]).WorkerSettings
     if check:
         raise typer.Exit(check_health(settings_cls))
-    run_worker(settings_cls)
+    from gateway.leased_worker import leased_worker
+    from gateway.logging import configure_logging
+
+    settings = get_settings()
+    configure_logging(settings.log_level, json_lines=settings.log_json)
+    leased_worker(settings_cls, lease_s=settings.job_lease_s).run()
 
 
 @app.command()

@@ -57,6 +57,11 @@ class GatewaySettings(BaseSettings):
     log_level: str = Field(default="INFO", description="Root log level. Document text is never logged above DEBUG.")
     log_json: bool = Field(default=True, description="One JSON object per log line (False: human-readable).")
     cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (set behind HTTPS).")
+    job_lease_s: float = Field(
+        default=30.0, gt=0,
+        description="Seconds a worker holds a queued job without renewing it (`prisma worker`): a worker "
+        "that dies loses its jobs to another worker after this long (arq's own hold is the job timeout).",
+    )
     search_flat_max_docs: int = Field(
         default=1_000_000, ge=0,
         description="Text search uses an exact FAISS IndexFlatIP up to this many documents per embedding run, "

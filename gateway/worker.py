@@ -10,6 +10,7 @@ from typing import Any
 
 from arq.connections import RedisSettings
 
+import gateway.models  # noqa: F401 - every ORM model registered, so foreign keys resolve in this process
 from artifacts import ArtifactStore
 from gateway.config import get_settings
 from gateway.db import session_factory

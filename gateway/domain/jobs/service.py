@@ -7,16 +7,20 @@ again and resumes from the checkpoints its earlier attempt left in the artifact 
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from contracts.jobs import TERMINAL, JobOut, JobStatus, Progress, deterministic_job_id
 from gateway.db import session_scope, utcnow
 from gateway.domain.jobs import repo
 from gateway.domain.jobs.models import Job
+
+log = logging.getLogger(__name__)
 
 RETRYABLE = {JobStatus.failed.value, JobStatus.cancelled.value}
 
@@ -100,10 +104,13 @@ class JobRecorder:
         if not force and now - self._last_write < self.min_interval_s:
             return
         self._last_write = now
-        self._update(
-            progress_done=p.done, progress_total=p.total, progress_unit=p.unit,
-            rate=p.rate, eta_seconds=p.eta_seconds, message=p.message,
-        )
+        try:
+            self._update(
+                progress_done=p.done, progress_total=p.total, progress_unit=p.unit,
+                rate=p.rate, eta_seconds=p.eta_seconds, message=p.message,
+            )
+        except OperationalError:  # database restarting: progress is advisory, the next write catches up
+            log.warning("progress not recorded: database unavailable", extra={"job_id": self.job_id})
 
     def cancel_requested(self) -> bool:
         """Whether a cancel was asked; read at most once a second (workers poll it every step)."""
@@ -111,9 +118,12 @@ class JobRecorder:
         if now - self._last_cancel_check < 1.0:
             return self._cancelled
         self._last_cancel_check = now
-        with session_scope(self.factory) as session:
-            job = repo.get_job(session, job_id=self.job_id)
-            self._cancelled = bool(job is None or job.cancel_requested)
+        try:
+            with session_scope(self.factory) as session:
+                job = repo.get_job(session, job_id=self.job_id)
+                self._cancelled = bool(job is None or job.cancel_requested)
+        except OperationalError:  # database restarting: keep the last answer, ask again later
+            log.warning("cancel state not read: database unavailable", extra={"job_id": self.job_id})
         return self._cancelled
 
     def succeed(self, result: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from contracts.jobs import Progress, load_job_data, progress_key
 from gateway.domain.jobs.runner import JobContext
+from gateway.leased_worker import REDIS_DOWN
 
 POLL_S = 0.5
 _embedded_ctx: dict[str, dict[str, Any]] = {}
@@ -64,10 +65,14 @@ async def _run_on_queue(ctx: JobContext, service: str, function: str, payload: d
     await ctx.arq_pool.enqueue_job(function, payload, _job_id=arq_id, _queue_name=service)
     job = Job(arq_id, ctx.arq_pool, _deserializer=load_job_data)
     while True:
-        status = await job.status()
-        raw = await ctx.arq_pool.get(progress_key(arq_id))
+        try:
+            status = await job.status()
+            raw = await ctx.arq_pool.get(progress_key(arq_id))
+        except REDIS_DOWN:  # Redis restarting: the job lives on in its queue; ask again
+            await asyncio.sleep(POLL_S * 4)
+            continue
         if raw:
-            ctx.report(Progress.model_validate_json(raw))
+            await asyncio.to_thread(ctx.report, Progress.model_validate_json(raw))
         if status == JobStatus.complete:
             info = await job.result_info()
             if info is None or not info.success:
