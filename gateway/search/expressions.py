@@ -10,8 +10,9 @@
 
 Evaluation reads only the referenced columns of the CSC matrix, each as one dense vector of
 documents (the docs × n matrix is never densified), so 200,000 documents take milliseconds.
-Numbers are computed in float64 so that a document on a threshold is decided the same way as
-a per-document evaluation in Python would decide it.
+Activations stay float32 (as stored; max is exact in any precision) while sums, products and
+comparisons with constants are computed in float64, so that a document on a threshold is decided
+exactly as a per-document evaluation in Python would decide it.
 """
 
 from __future__ import annotations
@@ -63,11 +64,22 @@ class SearchSpace:
         return self.codes.shape[1]
 
     def column(self, index: int) -> np.ndarray:
-        """Feature `index`'s activations for every document, float64 [docs] (zeros where it is silent)."""
+        """Feature `index`'s activations for every document, float32 [docs] (zeros where it is silent)."""
         codes = self.codes
         start, end = codes.indptr[index], codes.indptr[index + 1]
-        out = np.zeros(codes.shape[0], dtype=np.float64)
+        out = np.zeros(codes.shape[0], dtype=np.float32)
         out[codes.indices[start:end]] = codes.data[start:end]
+        return out
+
+    def largest(self, indices: Sequence[int]) -> np.ndarray:
+        """The largest activation among several features for every document, float32 [docs], in one
+        pass over their non-zeros (no dense column each)."""
+        codes = self.codes
+        spans = [(codes.indptr[i], codes.indptr[i + 1]) for i in indices]
+        out = np.zeros(codes.shape[0], dtype=np.float32)
+        if spans:
+            rows = np.concatenate([codes.indices[a:b] for a, b in spans])
+            np.maximum.at(out, rows, np.concatenate([codes.data[a:b] for a, b in spans]).astype(np.float32))
         return out
 
     def folded_labels(self) -> list[tuple[int, str, str]]:
@@ -104,24 +116,37 @@ def resolve_label(space: SearchSpace, label: str, *, line: int = 1, column: int 
     raise UnknownLabelError(label, candidates, ambiguous=False, line=line, column=column)
 
 
+def _f64(value: np.ndarray | np.float64) -> np.ndarray | np.float64:
+    """Arithmetic in float64: float32 + float32 would round differently from Python floats."""
+    return value.astype(np.float64) if isinstance(value, np.ndarray) and value.dtype != np.float64 else value
+
+
 class _Evaluator:
     """One evaluation: columns are read once each, referenced features collected in order."""
 
     def __init__(self, space: SearchSpace) -> None:
         self.space = space
         self.columns: dict[int, np.ndarray] = {}
+        self.referenced: dict[int, None] = {}  # feature indices in order of first reference
 
     def column(self, index: int, node: ast.Node) -> np.ndarray:
-        if not 0 <= index < self.space.n_features:
-            raise FeatureOutOfRange(index, self.space.n_features, line=node.line, column=node.column)
+        self.check(index, node)
         if index not in self.columns:
             self.columns[index] = self.space.column(index)
         return self.columns[index]
 
-    def number(self, node: ast.Node) -> np.ndarray | float:
-        """float64 [docs], or a Python float for a constant part."""
+    def check(self, index: int, node: ast.Node) -> int:
+        if not 0 <= index < self.space.n_features:
+            raise FeatureOutOfRange(index, self.space.n_features, line=node.line, column=node.column)
+        self.referenced.setdefault(index, None)
+        return index
+
+    def number(self, node: ast.Node) -> np.ndarray | np.float64:
+        """[docs] (float32 activations or float64 arithmetic), or a float64 scalar for a constant.
+        Constants are NumPy float64 scalars so that comparing a float32 column with them happens in
+        float64 (NumPy 2 would cast a plain Python float down to float32)."""
         if isinstance(node, ast.Num):
-            return node.value
+            return np.float64(node.value)
         if isinstance(node, ast.FeatureRef):
             return self.column(node.index, node)
         if isinstance(node, ast.LabelRef):
@@ -130,21 +155,21 @@ class _Evaluator:
             members = self.space.families.get(node.family_id)
             if members is None:
                 raise UnknownFamilyError(node.family_id, line=node.line, column=node.column)
-            return self._largest([self.column(int(i), node) for i in members])
+            return self.space.largest([self.check(int(i), node) for i in members])
         if isinstance(node, ast.AnyOf):
             return self._largest([self.number(item) for item in node.items])
         if isinstance(node, ast.Arith):
-            return ARITH[node.op](self.number(node.left), self.number(node.right))
+            return ARITH[node.op](_f64(self.number(node.left)), _f64(self.number(node.right)))
         if isinstance(node, ast.Neg):
             return -self.number(node.item)
         raise ExpressionError("a condition cannot be used as a number here", line=node.line, column=node.column,
                               expected=["a number", "a feature (F12)"])
 
-    def _largest(self, values: list[np.ndarray | float]) -> np.ndarray:
-        out = np.zeros(self.space.n_docs, dtype=np.float64) if not values else values[0]
+    def _largest(self, values: list[np.ndarray | np.float64]) -> np.ndarray:
+        out = values[0]
         for v in values[1:]:
             out = np.maximum(out, v)
-        return np.broadcast_to(np.asarray(out, dtype=np.float64), (self.space.n_docs,))
+        return np.broadcast_to(out, (self.space.n_docs,))
 
     def condition(self, node: ast.Node) -> tuple[np.ndarray, np.ndarray]:
         """(mask bool [docs], score float64 [docs]) of a condition."""
@@ -161,7 +186,7 @@ class _Evaluator:
             return mask, np.maximum(lscore, rscore)
         if isinstance(node, ast.Not):
             mask, _ = self.condition(node.item)
-            return ~mask, np.zeros(n)  # a document matched by an absence has no strength to rank by
+            return ~mask, np.zeros(n, dtype=np.float32)  # a document matched by an absence has no strength to rank by
         value = np.broadcast_to(self.number(node), (n,))  # a number as a condition: "> 0"
         return value > 0, value
 
@@ -178,4 +203,4 @@ def evaluate(text_or_expr: str | Expression, space: SearchSpace) -> Match:
     ev = _Evaluator(space)
     mask, score = ev.condition(expr.root)
     return Match(mask=np.array(mask, dtype=bool), score=np.asarray(score, dtype=np.float32).copy(),
-                 features=list(ev.columns))
+                 features=list(ev.referenced))

@@ -190,12 +190,19 @@ def test_errors_name_the_index_family_and_position() -> None:
 def test_only_referenced_columns_are_read() -> None:
     class CountingSpace(SearchSpace):
         reads: list[int]
+        merged: list[list[int]]
 
         def column(self, index: int) -> np.ndarray:
             self.reads.append(index)
             return super().column(index)
 
+        def largest(self, indices) -> np.ndarray:  # noqa: ANN001
+            self.merged.append(list(indices))
+            return super().largest(indices)
+
     space = CountingSpace(random_codes(1), LABELS, FAMILIES)
-    space.reads = []
-    evaluate("F3 > 0.5 AND (F3 < 1.5 OR NOT F7) AND family:2", space)
-    assert sorted(space.reads) == [3, 5, 7, 9, 11]  # each once, F3 read once though used twice
+    space.reads, space.merged = [], []
+    match = evaluate("F3 > 0.5 AND (F3 < 1.5 OR NOT F7) AND family:2", space)
+    assert space.reads == [3, 7]  # each once, though F3 is used twice
+    assert space.merged == [[3, 5, 9, 11]]  # a family's members in one pass over their non-zeros
+    assert match.features == [3, 7, 5, 9, 11]
