@@ -20,6 +20,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts.artifacts import ArtifactInfo
+from contracts.embed import Pooling
+from contracts.runs import InterpretationOut
 from contracts.sae import FeatureFamily
 
 #: 'ollama': a model served by Ollama (the compose default); 'llamacpp': a GGUF model in-process
@@ -60,6 +62,16 @@ class EvidenceConfig(BaseModel):
         default=600, ge=50, le=20_000,
         description="Characters of an excerpt, centred on the chunk where the feature is strongest.",
     )
+    selection_activating: int = Field(
+        default=64, ge=2, le=1000,
+        description="Shown (never held-out) activating documents, spread over the activation ranks, that "
+        "candidate labels are compared on: the best candidate by embedding AUROC on these is kept.",
+    )
+    selection_hard_negatives: int = Field(
+        default=24, ge=0, le=1000,
+        description="Extra hard negatives (the next nearest after the shown ones, never held out) that "
+        "candidates are compared on, with as many random non-activating documents: the held-out mix.",
+    )
     seed: int = Field(default=0, description="Seeds sampling; the same seed gives the same evidence.")
 
 
@@ -85,6 +97,12 @@ class ScoringConfig(BaseModel):
     control: bool = Field(
         default=True, description="Score a random-label control (another feature's label) per feature.",
     )
+    keep_candidates: int = Field(
+        default=1, ge=1, le=8,
+        description="Candidates of each back-end kept, the best by embedding AUROC on the evidence documents "
+        "(never the held-out ones, so the held-out score stays an honest estimate). Without an embedder, "
+        "the back-end's first ones.",
+    )
 
 
 class EvidenceIds(BaseModel):
@@ -109,6 +127,9 @@ class Interpretation(BaseModel):
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     evidence: EvidenceIds
     score_embedding: float | None = Field(default=None, description="AUROC of cos(label, document), held out.")
+    score_evidence: float | None = Field(
+        default=None, description="The same AUROC on the evidence documents it was chosen on (optimistic).",
+    )
     score_detection: float | None = Field(default=None, description="Balanced accuracy of the LLM judge.")
     control_embedding: float | None = Field(default=None, description="The same scorer on another feature's label.")
     control_detection: float | None = None
@@ -152,12 +173,25 @@ class BackendOptions(BaseModel):
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
 
 
+class LabelEmbedding(BaseModel):
+    """How labels are embedded for the embedding scorer: as the run's documents were."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(default="default", description="The embedding run's model ('default', a path or a hub id).")
+    pooling: Pooling = "mean"
+    normalize: bool = True
+
+
 class InterpretRequest(BaseModel):
     """`POST /interpret`: (re-)interpret one feature now."""
 
     model_config = ConfigDict(extra="forbid")
 
     corpus: CorpusRef
+    label_embedding: LabelEmbedding | None = Field(
+        default=None, description="None: the interpreter's configured embedding model, mean pooling.",
+    )
     feature: int = Field(ge=0)
     backend: BackendOptions = Field(default_factory=BackendOptions)
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
@@ -170,6 +204,32 @@ class InterpretRequest(BaseModel):
 
 class InterpretResult(FeatureInterpretations):
     """The new interpretations of the feature (the gateway adds them to those it has)."""
+
+
+class ReinterpretRequest(BackendOptions):
+    """`POST /api/v1/sae-runs/{id}/features/{index}/interpretations`: name one feature again, now.
+
+    The new names are scored on held-out documents, stored beside the feature's earlier ones, and
+    the best-scoring of all is shown (best-of-n)."""
+
+    detection: bool = Field(
+        default=False, description="Also run the detection scorer (an LLM back-end judges each held-out document).",
+    )
+
+    @model_validator(mode="after")
+    def _detection_needs_a_model(self) -> ReinterpretRequest:
+        if self.detection and self.backend == "keywords":
+            raise ValueError("detection: needs an LLM back-end (ollama or llamacpp), not keywords")
+        return self
+
+
+class ReinterpretOut(BaseModel):
+    """What a re-interpretation added, and the feature's shown (best) interpretation after it."""
+
+    feature: int
+    created: list[InterpretationOut] = Field(description="The interpretations stored by this request.")
+    best: InterpretationOut | None = Field(description="The feature's best interpretation now (maybe an earlier one).")
+    errors: list[str] = Field(default_factory=list, description="Back-end failures after retries.")
 
 
 class InterpretRunPayload(BaseModel):

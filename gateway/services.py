@@ -51,12 +51,17 @@ class ServiceClients:
             if url:
                 self._clients[service] = httpx.AsyncClient(base_url=url, headers=headers, timeout=120.0)
             else:
-                app = importlib.import_module(f"services.{service}.app").create_app(self._embedded_settings(service))
+                app = importlib.import_module(f"services.{service}.app").create_app(
+                    self._embedded_settings(service), **self._embedded_peers(service))
                 transport = httpx.ASGITransport(app=app)
                 self._clients[service] = httpx.AsyncClient(
                     transport=transport, base_url=f"http://{service}", headers=headers, timeout=None
                 )
         return self._clients[service]
+
+    def _embedded_peers(self, service: str) -> dict[str, Any]:
+        """In-process clients a service app calls: the interpreter embeds labels through the embedder."""
+        return {"embedder": self.client("embedder")} if service == "interpreter" else {}
 
     def _embedded_settings(self, service: str) -> Any:
         """The service's own settings, with the gateway's artifact root: one store in one process."""

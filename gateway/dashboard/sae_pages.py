@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from pydantic import ValidationError
 
-from contracts.interpret import BackendOptions
+from contracts.interpret import BackendOptions, ReinterpretRequest
 from contracts.runs import SaeRunCreate
 from contracts.sae import SaeConfig
 from gateway.dashboard.charts import Bar, Series, bar_chart_svg, heatmap_svg, line_chart_svg
@@ -20,13 +20,14 @@ from gateway.dashboard.views import Pager, check_csrf, render
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.features import repo as feature_repo
-from gateway.domain.features.interpret import InterpretationRequest, start_interpretation
+from gateway.domain.features.interpret import InterpretationRequest, reinterpret_feature, start_interpretation
 from gateway.domain.jobs import repo as job_repo
 from gateway.domain.jobs.service import to_out
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import SaeRun
 from gateway.domain.runs.sae import create_sae_runs
+from gateway.services import ServiceError, ServiceUnavailable
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
 FEATURES_PER_PAGE = 50
@@ -199,3 +200,23 @@ async def start_naming(
     except ValidationError as exc:
         return render(request, "partials/_flash.html", {"error": exc.errors()[0]["msg"]}, status_code=422)
     return render(request, "partials/_flash_ok.html", {"message": f"Naming started: follow job {job.id} on the Jobs page."})
+
+
+@router.post("/sae-runs/{run_id}/features/{index}/reinterpret", response_class=HTMLResponse)
+async def reinterpret_now(
+    request: Request, run_id: int, index: int, principal: CurrentUser, rid: RequestId,
+    backend: Annotated[str, Form()] = "keywords", csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    """The feature page's Re-interpret button: name it again now; answers the _reinterpret partial."""
+    check_csrf(request, csrf_token)
+    ctx: dict[str, Any] = {"run_id": run_id, "index": index, "backend": backend}
+    try:
+        out = await reinterpret_feature(request.app.state, run_id, index, ReinterpretRequest(backend=backend),
+                                        principal, rid)
+    except RunInputError as exc:
+        return render(request, "partials/_reinterpret.html", {**ctx, "error": exc.message}, status_code=exc.status_code)
+    except ValidationError as exc:
+        return render(request, "partials/_reinterpret.html", {**ctx, "error": exc.errors()[0]["msg"]}, status_code=422)
+    except (ServiceError, ServiceUnavailable) as exc:
+        return render(request, "partials/_reinterpret.html", {**ctx, "error": str(exc)}, status_code=502)
+    return render(request, "partials/_reinterpret.html", {**ctx, "result": out})

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import threading
 from collections import OrderedDict
 from typing import Annotated
 
+import httpx
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 
 from artifacts import ArtifactStore
@@ -15,7 +18,7 @@ from services.interpreter.backends.base import BackendError
 from services.interpreter.backends.keywords import TermIndex
 from services.interpreter.config import InterpreterSettings, get_settings
 from services.interpreter.corpus import Corpus, load_corpus
-from services.interpreter.embedder_client import EmbedderError, http_embedder
+from services.interpreter.embedder_client import EmbedderError, async_http_embedder
 from services.interpreter.naming import interpret_feature
 from services.interpreter.scoring import EmbedFn
 
@@ -26,9 +29,14 @@ class CorpusCache:
     def __init__(self, store: ArtifactStore, size: int) -> None:
         self.store, self.size = store, size
         self._items: OrderedDict[str, tuple[Corpus, TermIndex]] = OrderedDict()
+        self._lock = threading.Lock()  # requests load in worker threads: one corpus loaded once
 
     def get(self, ref: CorpusRef) -> tuple[Corpus, TermIndex]:
         key = ref.model_dump_json()
+        with self._lock:
+            return self._get(key, ref)
+
+    def _get(self, key: str, ref: CorpusRef) -> tuple[Corpus, TermIndex]:
         if key not in self._items:
             corpus = load_corpus(self.store, ref)
             self._items[key] = (corpus, TermIndex(corpus.text(p) for p in range(corpus.n_docs)))
@@ -38,15 +46,28 @@ class CorpusCache:
         return self._items[key]
 
 
-def create_app(settings: InterpreterSettings | None = None, *, embed_texts: EmbedFn | None = None) -> FastAPI:
-    """`embed_texts` embeds labels for the embedding scorer; None: the embedder service over HTTP."""
+def create_app(settings: InterpreterSettings | None = None, *, embed_texts: EmbedFn | None = None,
+               embedder: httpx.AsyncClient | None = None) -> FastAPI:
+    """Labels are embedded for the embedding scorer by `embed_texts` when given (tests), else by the
+    embedder service through `embedder` (embedded mode: the gateway's in-process client), else over
+    HTTP at `settings.embedder_url`, with the model and pooling each request names."""
     settings = settings or get_settings()
     app = FastAPI(title="Prisma interpreter service", version="0.1.0")
     app.state.settings = settings
     app.state.corpora = CorpusCache(ArtifactStore(settings.artifact_root), settings.cached_corpora)
     token = settings.service_token.get_secret_value() if settings.service_token else None
-    app.state.embed_texts = embed_texts or http_embedder(settings.embedder_url, model=settings.embed_model,
-                                                         token=token)
+    if embedder is None and embed_texts is None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        embedder = httpx.AsyncClient(base_url=settings.embedder_url, headers=headers, timeout=settings.request_timeout_s)
+
+    def label_embedder(body: InterpretRequest) -> EmbedFn:
+        if embed_texts is not None:
+            return embed_texts
+        assert embedder is not None
+        spec = body.label_embedding
+        if spec is None:
+            return async_http_embedder(embedder, model=settings.embed_model)
+        return async_http_embedder(embedder, model=spec.model, pooling=spec.pooling, normalize=spec.normalize)
 
     def require_token(authorization: Annotated[str | None, Header()] = None) -> None:
         if token is None:
@@ -61,8 +82,8 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
 
     @app.post("/interpret", response_model=InterpretResult, dependencies=[Depends(require_token)])
     async def interpret(body: InterpretRequest, request: Request) -> InterpretResult:
-        try:
-            corpus, index = request.app.state.corpora.get(body.corpus)
+        try:  # reading the artifacts and indexing terms is blocking work: off the event loop
+            corpus, index = await asyncio.to_thread(request.app.state.corpora.get, body.corpus)
         except FileNotFoundError as exc:
             raise HTTPException(404, f"corpus: artifact not found: {exc}") from exc
         except ValueError as exc:
@@ -73,7 +94,7 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
             raise HTTPException(422, "scoring.detection: needs an LLM back-end (ollama or llamacpp)")
         backend = build_backend(body.backend, settings)
         try:
-            return await interpret_feature(body, corpus, backend, embed_texts=request.app.state.embed_texts,
+            return await interpret_feature(body, corpus, backend, embed_texts=label_embedder(body),
                                            judge=backend if body.scoring.detection else None, term_index=index)
         except EmbedderError as exc:
             raise HTTPException(502, str(exc)) from exc

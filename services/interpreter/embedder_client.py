@@ -32,3 +32,23 @@ def http_embedder(base_url: str, *, model: str = "default", token: str | None = 
         return np.concatenate(out)
 
     return embed
+
+
+def async_http_embedder(client: httpx.AsyncClient, *, model: str = "default", pooling: str = "mean",
+                        normalize: bool = True, batch: int = 256) -> EmbedFn:
+    """An async EmbedFn over `client` (base URL and token already set): real HTTP to the embedder
+    service, or in embedded mode the gateway's in-process ASGI transport of the embedder app."""
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        out = []
+        for i in range(0, len(texts), batch):
+            body = EmbedRequest(texts=texts[i:i + batch], model=model, pooling=pooling, normalize=normalize)
+            try:
+                response = await client.post("/embed", json=body.model_dump(mode="json"))
+                response.raise_for_status()
+            except httpx.HTTPError as exc:
+                raise EmbedderError(f"embedder at {client.base_url}: {exc}") from exc
+            out.append(np.asarray(EmbedResponse.model_validate(response.json()).vectors, np.float32))
+        return np.concatenate(out)
+
+    return embed

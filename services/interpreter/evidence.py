@@ -41,10 +41,17 @@ class EvidenceSet:
     pool_activating: list[int] = field(default_factory=list)
     """Every non-held-out activating document (capped): term statistics use these."""
     pool_non_activating: list[int] = field(default_factory=list)
+    selection_activating: list[int] = field(default_factory=list)
+    """Non-held-out activating documents across activation ranks: candidates are compared on these."""
+    selection_hard: list[int] = field(default_factory=list)
+    """Hard negatives never held out (the shown ones, then the next nearest): candidates must exclude them."""
+    selection_random: list[int] = field(default_factory=list)
+    """Random non-activating documents never held out, as many as selection_hard (the held-out mix)."""
 
     def __post_init__(self) -> None:
         shown = {*self.activating, *self.random_negatives, *self.hard_negatives,
-                 *self.pool_activating, *self.pool_non_activating}
+                 *self.pool_activating, *self.pool_non_activating, *self.selection_activating,
+                 *self.selection_hard, *self.selection_random}
         held = {*self.holdout_activating, *self.holdout_non_activating}
         if shown & held:
             raise AssertionError(f"feature {self.feature}: held-out documents in the evidence")
@@ -151,7 +158,8 @@ def sample_evidence(corpus: Corpus, feature: int, cfg: EvidenceConfig, *, pool: 
     order = np.argsort(-rest_acts, kind="stable")
     shown = quantile_sample(order, cfg.activating, cfg.quantiles, rng)
     hold_hard = cfg.holdout_non_activating // 2
-    hard = hard_negatives(corpus, rest, active, hold_hard + cfg.hard_negatives)
+    nearest = hard_negatives(corpus, rest, active, hold_hard + cfg.hard_negatives + cfg.selection_hard_negatives)
+    hard = nearest[: hold_hard + cfg.hard_negatives]
     hard_hold, hard_shown = split_alternating(hard, hold_hard, cfg.hard_negatives)
     used = np.concatenate([active, hard])
     rand = random_excluding(corpus.n_docs, cfg.holdout_non_activating - len(hard_hold) + cfg.random_negatives,
@@ -159,15 +167,22 @@ def sample_evidence(corpus: Corpus, feature: int, cfg: EvidenceConfig, *, pool: 
     n_rand_hold = cfg.holdout_non_activating - len(hard_hold)
     rand_hold, rand_shown = rand[:n_rand_hold], rand[n_rand_hold:]
     pool_neg: list[int] = []
+    extra = np.empty(0, np.int64)
     if pool:
         extra = random_excluding(corpus.n_docs, pool, np.concatenate([used, rand]), rng)
         pool_neg = [*rand_shown.tolist(), *hard_shown.tolist(), *extra.tolist()]
+    # drawn after the held-out sets, so that those stay what they were without a selection set
+    sel_hard = [*hard_shown.tolist(), *np.setdiff1d(nearest[len(hard):], rand_hold, assume_unique=True).tolist()]
+    near = set(nearest.tolist())
+    sel_random = [x for x in [*rand_shown.tolist(), *extra.tolist()] if x not in near][: len(sel_hard)]
+    ranks = np.unique(np.linspace(0, len(order) - 1, min(cfg.selection_activating, len(order))).astype(int))
     return EvidenceSet(
         feature=feature, n_activating=len(active), activating=rest[shown].tolist(),
         activations=rest_acts[shown].astype(float).tolist(), random_negatives=rand_shown.tolist(),
         hard_negatives=hard_shown.tolist(), holdout_activating=active[hold_mask].tolist(),
         holdout_non_activating=[*hard_hold.tolist(), *rand_hold.tolist()],
-        pool_activating=rest[order[:pool]].tolist() if pool else [], pool_non_activating=pool_neg)
+        pool_activating=rest[order[:pool]].tolist() if pool else [], pool_non_activating=pool_neg,
+        selection_activating=rest[order[ranks]].tolist(), selection_hard=sel_hard, selection_random=sel_random)
 
 
 # -- excerpts ---------------------------------------------------------------------------------

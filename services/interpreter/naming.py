@@ -8,6 +8,7 @@ one feature for the synchronous endpoint; `name_families` names families from th
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,10 +22,13 @@ from services.interpreter.backends.base import (Backend, BackendError, FamilyNam
 from services.interpreter.backends.keywords import KeywordsBackend, TermIndex
 from services.interpreter.corpus import Corpus
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, excerpts, feature_rng, sample_evidence
-from services.interpreter.scoring import EmbedFn, best_index, detection_score, embedding_scores, finalise
+from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
+                                         finalise)
 
 HINTS = 8
 """Contrastive keywords offered to a language model."""
+EMBED_CACHE = 50_000
+"""Label vectors kept (single terms recur across features): 50k × 384 float32 ≈ 77 MB."""
 
 
 @dataclass
@@ -60,6 +64,19 @@ class Namer:
             if isinstance(backend, KeywordsBackend) and backend.index is None:
                 backend.index = self.term_index
         self._gate = asyncio.Semaphore(self.concurrency)
+        self._vectors: dict[str, np.ndarray] = {}
+
+    async def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors of `texts`, the new ones embedded in one batch (EmbedFn may be sync or async)."""
+        assert self.embed_texts is not None
+        new = sorted({t for t in texts if t not in self._vectors})
+        if new:
+            got = self.embed_texts(new)
+            vectors = np.asarray(await got if inspect.isawaitable(got) else got, dtype=np.float32)
+            if len(self._vectors) + len(new) > EMBED_CACHE:
+                self._vectors.clear()
+            self._vectors.update(zip(new, vectors))
+        return {t: self._vectors[t] for t in texts}
 
     # -- one batch --------------------------------------------------------------------------
     async def name_features(self, features: Sequence[int], control_pool: Sequence[str] = ()) -> list[FeatureInterpretations]:
@@ -67,8 +84,9 @@ class Namer:
         pending = [self._evidence(f) for f in features]
         await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
                                for opts, be in self.backends))
+        await self._select(pending)
         self._choose_controls(pending, control_pool)
-        self._score_embedding(pending)
+        await self._score_embedding(pending)
         if self.scoring.detection and self.judge is not None:
             await asyncio.gather(*(self._score_detection(p) for p in pending if p.record.interpretations))
         for p in pending:
@@ -91,7 +109,8 @@ class Namer:
     def _request(self, ev: EvidenceSet, opts: BackendOptions, backend: Backend) -> NamingRequest:
         ids = dict(activating_ids=ev.pool_activating, non_activating_ids=ev.pool_non_activating)
         if isinstance(backend, KeywordsBackend):
-            return NamingRequest(ev.feature, (), (), **ids, candidates=opts.candidates)
+            return NamingRequest(ev.feature, (), (), **ids, hard_negative_ids=ev.selection_hard,
+                                 candidates=opts.candidates)
         hints = self.keywords.keywords(NamingRequest(ev.feature, (), (), **ids), HINTS)
         chars = self.evidence.excerpt_chars
         return NamingRequest(ev.feature, excerpts(self.corpus, ev.feature, ev.activating, chars),
@@ -114,6 +133,33 @@ class Namer:
             for c in result.candidates
         ]
 
+    async def _select(self, pending: list[_Pending]) -> None:
+        """Keep each back-end's best `keep_candidates` by embedding AUROC on the evidence's selection
+        documents (never held out); without an embedder, the back-end's first ones."""
+        keep = self.scoring.keep_candidates
+        named = [p for p in pending if p.record.interpretations]
+        if not (self.scoring.embedding and self.embed_texts is not None):
+            for p in named:
+                p.record.interpretations = _first_per_backend(p.record.interpretations, keep)
+            return
+        vectors = await self.embed([i.label for p in named for i in p.record.interpretations])
+        for p in named:
+            ev = p.evidence
+            assert ev is not None
+            negatives = [*ev.selection_hard, *ev.selection_random]
+            interps = p.record.interpretations
+            if not ev.selection_activating or not negatives:
+                p.record.interpretations = _first_per_backend(interps, keep)
+                continue
+            labels = np.stack([vectors[i.label] for i in interps])  # [L, d] unit-norm
+            scores = auroc_columns(self.corpus.vectors[ev.selection_activating] @ labels.T,
+                                   self.corpus.vectors[negatives] @ labels.T)  # [L]
+            for interp, s in zip(interps, scores):
+                interp.score_evidence = round(float(s), 6)
+            # stable: among equal scores the back-end's earlier (plainer) candidate wins
+            ranked = sorted(interps, key=lambda i: -(i.score_evidence or 0.0))
+            p.record.interpretations = _first_per_backend(ranked, keep)
+
     def _choose_controls(self, pending: list[_Pending], pool: Sequence[str]) -> None:
         """Each feature's control: the first label of another feature (this batch or `pool`)."""
         if not self.scoring.control:
@@ -128,14 +174,14 @@ class Namer:
                 rng = feature_rng(self.evidence.seed + 1, p.record.feature)
                 p.control = others[int(rng.integers(len(others)))]
 
-    def _score_embedding(self, pending: list[_Pending]) -> None:
+    async def _score_embedding(self, pending: list[_Pending]) -> None:
         if not self.scoring.embedding or self.embed_texts is None:
             return
         texts = sorted({i.label for p in pending for i in p.record.interpretations}
                        | {p.control for p in pending if p.control})
         if not texts:
             return
-        vectors = dict(zip(texts, np.asarray(self.embed_texts(texts), dtype=np.float32)))
+        vectors = await self.embed(texts)
         for p in pending:
             if not p.record.interpretations:
                 continue
@@ -168,6 +214,17 @@ class Namer:
                     interp.control_detection = control
         except BackendError as exc:
             p.record.errors.append(f"detection: {type(exc).__name__}: {exc}"[:300])
+
+
+def _first_per_backend(interps: list[Interpretation], keep: int) -> list[Interpretation]:
+    """The first `keep` interpretations of each back-end, in the given order."""
+    count: dict[str, int] = {}
+    out = []
+    for interp in interps:
+        count[interp.backend] = count.get(interp.backend, 0) + 1
+        if count[interp.backend] <= keep:
+            out.append(interp)
+    return out
 
 
 async def interpret_feature(request: InterpretRequest, corpus: Corpus, backend: Backend, *,

@@ -11,7 +11,7 @@ this scorer on these documents. A label below the configured threshold is unreli
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
@@ -19,8 +19,9 @@ from scipy.stats import rankdata
 from contracts.interpret import Interpretation, ScoringConfig
 from services.interpreter.backends.base import Backend
 
-#: texts → float32 [len(texts), d] unit-norm vectors, in the document vectors' space.
-EmbedFn = Callable[[list[str]], np.ndarray]
+#: texts → float32 [len(texts), d] unit-norm vectors, in the document vectors' space (or an
+#: awaitable of them: the HTTP app embeds through an async client).
+EmbedFn = Callable[[list[str]], "np.ndarray | Awaitable[np.ndarray]"]
 
 
 def auroc(positive: np.ndarray, negative: np.ndarray) -> float:
@@ -32,11 +33,20 @@ def auroc(positive: np.ndarray, negative: np.ndarray) -> float:
     return float(u / (len(positive) * len(negative)))
 
 
+def auroc_columns(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """`auroc` of every column at once: positive [P, L], negative [Q, L] → [L]."""
+    if len(positive) == 0 or len(negative) == 0:
+        raise ValueError("AUROC needs at least one positive and one negative")
+    p, q = len(positive), len(negative)
+    ranks = rankdata(np.concatenate([positive, negative]), axis=0)  # [P + Q, L], ties averaged
+    return (ranks[:p].sum(0) - p * (p + 1) / 2) / (p * q)
+
+
 def embedding_scores(label_vectors: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> list[float]:
     """AUROC per label. label_vectors [L, d]; positive [P, d], negative [Q, d] document vectors."""
     lv = label_vectors / np.maximum(np.linalg.norm(label_vectors, axis=1, keepdims=True), 1e-12)
     pos, neg = positive @ lv.T, negative @ lv.T  # [P, L], [Q, L]
-    return [auroc(pos[:, i], neg[:, i]) for i in range(lv.shape[0])]
+    return [float(a) for a in auroc_columns(pos, neg)]
 
 
 def balanced_accuracy(said_positive: Sequence[bool], said_negative: Sequence[bool]) -> float:

@@ -45,7 +45,7 @@ async def test_italian_label_is_the_known_term_written_with_its_accent():
     backend = KeywordsBackend()
     result = await backend.name_feature(NamingRequest(0, IT_POS, IT_NEG))
     assert result.candidates[0].label.split(", ")[0] == "bronchiolite"
-    assert result.model is None and result.prompt_version == "log-odds-dirichlet.v1"
+    assert result.model is None and result.prompt_version == "log-odds-dirichlet.v2"
     # accents: the term shows as written most often
     index = TermIndex(["attività respiratoria", "attività fisica", "attivita"], min_df=1)
     assert index.display("attivita") == "attività"

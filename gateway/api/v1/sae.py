@@ -12,7 +12,8 @@ from contracts.runs import (
     FamilyMemberOut, FamilyOut, FeatureDetail, FeatureOut, FeaturePage, InterpretationOut, Neighbour, SaeRunCreate,
     SaeRunList, SaeRunOut,
 )
-from gateway.domain.features.interpret import InterpretationRequest, start_interpretation
+from contracts.interpret import ReinterpretOut, ReinterpretRequest
+from gateway.domain.features.interpret import InterpretationRequest, reinterpret_feature, start_interpretation
 from gateway.deps import CurrentKey, RequestId, SessionDep
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs import repo
@@ -140,6 +141,21 @@ def feature_interpretations(
     if found is None:
         return []
     return [InterpretationOut.model_validate(i) for i in feature_repo.interpretations_of(session, feature_id=found[0].id)]
+
+
+@router.post("/{run_id}/features/{index}/interpretations", response_model=ReinterpretOut,
+             status_code=status.HTTP_201_CREATED,
+             responses={**NOT_FOUND, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}, 502: {"model": ErrorOut},
+                        503: {"model": ErrorOut}})
+async def reinterpret(
+    run_id: int, index: int, body: ReinterpretRequest, request: Request, principal: CurrentKey, rid: RequestId,
+) -> ReinterpretOut:
+    """Re-interpret one feature now (synchronous): the chosen back-end names it, the name is scored on
+    held-out documents and stored with the feature's others, and the best of all is shown. An unknown
+    run or an index out of range is a 404 that names it."""
+    # no SessionDep here: the request's session would hold SQLite's write lock (the key's last use)
+    # for the whole call, while the interpretations are stored in sessions of their own
+    return await reinterpret_feature(request.app.state, run_id, index, body, principal, rid)
 
 
 def feature_out(feat, best) -> FeatureOut:  # noqa: ANN001

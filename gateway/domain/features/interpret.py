@@ -1,5 +1,7 @@
-"""Naming features: the job that drives the interpreter over an SAE run, and storing what it
-returns (several interpretations per feature, the best-scoring one shown, family names)."""
+"""Naming features: the job that drives the interpreter over an SAE run, the synchronous
+re-interpretation of one feature (the interpreter's `POST /interpret` through ServiceClients),
+and storing what they return (several interpretations per feature, the best-scoring one shown,
+family names from their parent's and children's labels)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from contracts.jobs import JobOut
-from contracts.interpret import BackendOptions, CorpusRef, FamilyLabel, FeatureInterpretations, InterpretRunPayload, InterpretRunResult
+from contracts.interpret import (BackendOptions, CorpusRef, FamilyLabel, FeatureInterpretations, InterpretRequest,
+                                 InterpretResult, InterpretRunPayload, InterpretRunResult, LabelEmbedding,
+                                 ReinterpretOut, ReinterpretRequest, ScoringConfig)
+from contracts.runs import InterpretationOut
 from contracts.sae import FeatureFamily
 from gateway.db import session_scope
 from gateway.domain.artifacts import repo as artifact_repo
@@ -27,6 +32,7 @@ from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import embedded_worker_ctx, run_service_job
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.errors import RunInputError
+from gateway.services import ServiceError
 
 KIND = "interpret_run"
 
@@ -43,22 +49,36 @@ class InterpretJob(BaseModel):
     request: InterpretationRequest
 
 
+def _corpus_ref(session: Any, sae_run_id: int) -> tuple[CorpusRef, dict[str, Any]]:
+    """Where the interpreter reads documents, vectors, chunks and codes; how labels are embedded."""
+    sae = run_repo.get_sae_run(session, run_id=sae_run_id)
+    emb = run_repo.get_embedding_run(session, run_id=sae.embedding_run_id)
+    ds = dataset_repo.get_dataset(session, dataset_id=emb.dataset_id)
+    snapshot = artifact_repo.get(session, artifact_id=ds.snapshot_artifact_id)
+    arts = (sae.result or {})["artifacts"]
+    ref = CorpusRef(
+        snapshot_uri=snapshot.uri, embeddings=[s["uri"] for s in emb.result["shards"]],
+        chunks=[c["uri"] for c in emb.result.get("chunks", [])], codes_csc_uri=arts["codes_csc"]["uri"],
+        sae_uri=arts["cfg"]["uri"].rsplit("/", 1)[0],
+    )
+    return ref, {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
+
+
+def run_families(session: Any, sae_run_id: int) -> list[FeatureFamily]:
+    """The run's families with their members, so that each is named from its parent and children."""
+    fams = feature_repo.list_families(session, sae_run_id=sae_run_id)
+    members = feature_repo.family_members(session, family_ids=[f.id for f in fams])
+    return [FeatureFamily(iteration=f.iteration, parent=f.root_index,
+                          children=[m.feature_index for m in members[f.id] if m.feature_index != f.root_index],
+                          edges=[(m.parent_index, m.feature_index) for m in members[f.id] if m.parent_index is not None])
+            for f in fams]
+
+
 def corpus_ref(ctx_factory: Any, sae_run_id: int) -> tuple[CorpusRef, list[FeatureFamily], dict[str, Any]]:
-    """Where the interpreter reads documents, vectors, chunks and codes; the run's families."""
+    """The interpreter's corpus reference, the run's families, and the label-embedding spec."""
     with session_scope(ctx_factory) as session:
-        sae = run_repo.get_sae_run(session, run_id=sae_run_id)
-        emb = run_repo.get_embedding_run(session, run_id=sae.embedding_run_id)
-        ds = dataset_repo.get_dataset(session, dataset_id=emb.dataset_id)
-        snapshot = artifact_repo.get(session, artifact_id=ds.snapshot_artifact_id)
-        arts = (sae.result or {})["artifacts"]
-        ref = CorpusRef(
-            snapshot_uri=snapshot.uri, embeddings=[s["uri"] for s in emb.result["shards"]],
-            chunks=[c["uri"] for c in emb.result.get("chunks", [])], codes_csc_uri=arts["codes_csc"]["uri"],
-            sae_uri=arts["cfg"]["uri"].rsplit("/", 1)[0],
-        )
-        families = [FeatureFamily(iteration=f.iteration, parent=f.root_index, children=[], edges=[])
-                    for f in feature_repo.list_families(session, sae_run_id=sae_run_id)]
-        return ref, families, {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
+        ref, spec = _corpus_ref(session, sae_run_id)
+        return ref, run_families(session, sae_run_id), spec
 
 
 async def in_process_embedder(ctx: JobContext, spec: dict[str, Any]) -> Callable[[list[str]], np.ndarray]:
@@ -80,12 +100,7 @@ def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRu
             feat = by_index.get(rec.feature, (None, None))[0]
             if feat is None or not rec.interpretations:
                 continue
-            rows = [Interpretation(feature_id=feat.id, backend=i.backend, model=i.model, prompt_version=i.prompt_version,
-                                   label=i.label, description=i.description, score_embedding=i.score_embedding,
-                                   score_detection=i.score_detection, score=i.score, reliable=i.reliable,
-                                   evidence=i.evidence.model_dump() | {"control_embedding": i.control_embedding},
-                                   created_at=i.created_at.replace(tzinfo=None))
-                    for i in rec.interpretations]
+            rows = interpretation_rows(feat.id, rec)
             session.add_all(rows)
             session.flush()
             feature_repo.set_best_interpretation(session, feature=feat)
@@ -94,6 +109,18 @@ def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRu
             names = {(f.iteration, f.parent): f.label for f in labels}
             for fam in session.scalars(select(Family).where(Family.sae_run_id == sae_run_id)):
                 fam.label = names.get((fam.iteration, fam.root_index), fam.label)
+
+
+def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[Interpretation]:
+    """ORM rows of a feature's new interpretations; evidence ids and the controls' scores in `evidence`."""
+    return [Interpretation(feature_id=feature_id, backend=i.backend, model=i.model, prompt_version=i.prompt_version,
+                           label=i.label, description=i.description, score_embedding=i.score_embedding,
+                           score_detection=i.score_detection, score=i.score, reliable=i.reliable,
+                           evidence=i.evidence.model_dump() | {"control_embedding": i.control_embedding,
+                                                               "control_detection": i.control_detection,
+                                                               "score_evidence": i.score_evidence},
+                           created_at=i.created_at.replace(tzinfo=None))
+            for i in rec.interpretations]
 
 
 async def interpret_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +150,70 @@ async def start_interpretation(app_state: Any, sae_run_id: int, body: Interpreta
               request_id=request_id, details={"backends": [b.backend for b in body.backends]})
     return await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
                         payload=InterpretJob(sae_run_id=sae_run_id, request=body), created_by_key_id=principal.key_id)
+
+
+CONTROLS = 40
+"""Other features' labels sent for the random-label control (the interpreter draws one)."""
+
+
+def _reinterpret_request(factory: Any, sae_run_id: int, index: int, body: ReinterpretRequest) -> InterpretRequest:
+    """Checks the run has succeeded (409) and builds the interpreter's request for one feature."""
+    with session_scope(factory) as session:
+        run = run_repo.get_sae_run(session, run_id=sae_run_id)
+        if run is None:
+            raise RunInputError(f"SAE run {sae_run_id} not found", field="run_id", status_code=404)
+        n = run.n_latents or 0
+        if not 0 <= index < n:
+            raise RunInputError(f"feature index {index} is out of range: SAE run {sae_run_id} has features 0..{n - 1}",
+                                field="index", status_code=404)
+        if run.status != "succeeded":
+            raise RunInputError(f"sae_run: SAE run {sae_run_id} has not succeeded", field="sae_run_id", status_code=409)
+        ref, spec = _corpus_ref(session, sae_run_id)
+        controls: list[str] = []
+        for reliability in ("reliable", "unreliable"):
+            rows, _ = feature_repo.list_features(session, sae_run_id=sae_run_id, sort="index", limit=CONTROLS,
+                                                 offset=0, reliability=reliability)
+            controls += [best.label for f, best in rows if best is not None and f.index != index]
+    return InterpretRequest(corpus=ref, feature=index, label_embedding=LabelEmbedding(**spec),
+                            backend=BackendOptions(**body.model_dump(exclude={"detection"})),
+                            scoring=ScoringConfig(detection=body.detection), control_labels=controls[:CONTROLS])
+
+
+def _store_reinterpretation(factory: Any, sae_run_id: int, result: InterpretResult, principal: Principal,
+                            request_id: str | None) -> ReinterpretOut:
+    """Add the new interpretations, re-pick the feature's best among all of its names, audit."""
+    with session_scope(factory) as session:
+        feat = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=[result.feature])
+        feature = feat[result.feature][0] if result.feature in feat else None
+        if feature is None:
+            raise RunInputError(f"index: SAE run {sae_run_id} has no statistics for feature {result.feature}",
+                                field="index", status_code=409)
+        rows = interpretation_rows(feature.id, result)
+        session.add_all(rows)
+        session.flush()
+        feature_repo.set_best_interpretation(session, feature=feature)
+        session.flush()
+        best = next((i for i in feature_repo.interpretations_of(session, feature_id=feature.id)
+                     if i.id == feature.best_interpretation_id), None)
+        audit(session, principal, "interpretation.create", target_type="sae_run", target_id=sae_run_id,
+              request_id=request_id, details={"feature": result.feature, "created": len(rows)})
+        return ReinterpretOut(feature=result.feature, created=[InterpretationOut.model_validate(r) for r in rows],
+                              best=InterpretationOut.model_validate(best) if best else None, errors=result.errors)
+
+
+async def reinterpret_feature(app_state: Any, sae_run_id: int, index: int, body: ReinterpretRequest,
+                              principal: Principal, request_id: str | None) -> ReinterpretOut:
+    """Name one feature again now, through the interpreter's `POST /interpret` (in embedded mode the
+    same request goes through the in-process ASGI transport); store and re-pick the best."""
+    request = await asyncio.to_thread(_reinterpret_request, app_state.factory, sae_run_id, index, body)
+    raw = await app_state.services.post("interpreter", "/interpret", request.model_dump(mode="json"))
+    result = InterpretResult.model_validate(raw)
+    if not result.interpretations and result.errors:  # the back-end failed after its retries
+        raise ServiceError("interpreter", 502, "; ".join(result.errors))
+    if not result.interpretations:  # e.g. it fires on too few documents to be named
+        raise RunInputError(f"index: feature {index} cannot be named: {result.skipped}", field="index")
+    return await asyncio.to_thread(_store_reinterpretation, app_state.factory, sae_run_id, result, principal,
+                                   request_id)
 
 
 HANDLERS[KIND] = interpret_handler

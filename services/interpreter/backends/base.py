@@ -65,6 +65,8 @@ class NamingRequest:
     """Non-activating documents (random and hard negatives, interleaved)."""
     activating_ids: Sequence[int] = ()
     non_activating_ids: Sequence[int] = ()
+    hard_negative_ids: Sequence[int] = ()
+    """Non-activating documents nearest the activating ones: what tells this feature from its topic."""
     hints: Sequence[str] = ()
     """Top contrastive keywords, offered to language models."""
     candidates: int = 3

@@ -101,11 +101,12 @@ def log_odds_z(y_a: np.ndarray, y_b: np.ndarray, background: np.ndarray, alpha0:
 def top_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int, min_support: int) -> list[str]:
     """The k best terms by z with enough support; a phrase hides its words and vice versa."""
     chosen: list[str] = []
-    for i in np.argsort(-z):
+    z = np.where(support >= min_support, z, -np.inf)
+    head = min(len(z), 40 * k)  # the k best surely lie among the 40k best by z: no full sort of V
+    top = np.argpartition(-z, head - 1)[:head] if head < len(z) else np.arange(len(z))
+    for i in top[np.argsort(-z[top])]:
         if len(chosen) == k or z[i] <= 0:
             break
-        if support[i] < min_support:
-            continue
         term = str(vocab[i])
         words = set(term.split(" "))
         if any(words & set(c.split(" ")) for c in chosen):
@@ -114,46 +115,72 @@ def top_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int, min
     return chosen
 
 
+def candidate_term_lists(topic: list[str], near: list[str], n_terms: int) -> list[list[str]]:
+    """Term lists to try as labels, the plain top `n_terms` topic terms first: topic terms of
+    every length, single terms, and topic terms with the terms that set the feature apart."""
+    out = [topic[:n_terms], *(topic[:n] for n in range(1, len(topic) + 1)), *([t] for t in topic[1:])]
+    for t in near[:3]:
+        out += [[t], [topic[0], t], [*topic[:2], t]]
+    if len(near) >= 2:
+        out += [near[:2], [topic[0], *near[:2]], near[:3]]
+    return out
+
+
 class KeywordsBackend(Backend, FamilyNamer):
     """Labels from contrastive keywords. With a TermIndex of the corpus, documents are looked up
     by position (fast: no tokenising per feature); without, the request's texts are tokenised."""
 
     name = "keywords"
     model = None
-    prompt_version = "log-odds-dirichlet.v1"
+    prompt_version = "log-odds-dirichlet.v2"
 
     def __init__(self, index: TermIndex | None = None, *, n_terms: int = 3, alpha0: float = 100.0) -> None:
         self.index, self.n_terms, self.alpha0 = index, n_terms, alpha0
 
-    def keywords(self, request: NamingRequest, k: int) -> list[str]:
-        """The k most contrastive terms of activating vs non-activating documents, as written."""
+    def _index_for(self, request: NamingRequest) -> tuple[TermIndex, NamingRequest]:
+        """The corpus index when the request names documents by position, else one of its texts."""
         if self.index is not None and request.activating_ids:
-            index = self.index
-        else:
-            index = TermIndex([*request.activating, *request.non_activating], min_df=1)
-            n_a = len(request.activating)
-            request = NamingRequest(request.feature, request.activating, request.non_activating,
+            return self.index, request
+        index = TermIndex([*request.activating, *request.non_activating], min_df=1)
+        n_a = len(request.activating)
+        return index, NamingRequest(request.feature, request.activating, request.non_activating,
                                     activating_ids=range(n_a),
                                     non_activating_ids=range(n_a, n_a + len(request.non_activating)))
+
+    def contrast(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[str]:
+        """The k most contrastive terms of the activating documents, as written: against the
+        non-activating ones, or (hard) against the hard negatives only."""
+        index, request = self._index_for(request)
+        others = request.hard_negative_ids if hard else request.non_activating_ids
+        if not others:
+            return []
         y_a = index.counts(request.activating_ids)
-        y_b = index.counts(request.non_activating_ids)
-        z = log_odds_z(y_a, y_b, index.background, self.alpha0)
+        z = log_odds_z(y_a, index.counts(others), index.background, self.alpha0)
         min_support = max(2, int(0.1 * len(request.activating_ids)))
         return [index.display(t) for t in top_terms(z, index.vocab, y_a, k, min_support)]
 
+    def keywords(self, request: NamingRequest, k: int) -> list[str]:
+        """The k most contrastive terms of activating vs non-activating documents, as written."""
+        return self.contrast(request, k)
+
     async def name_feature(self, request: NamingRequest) -> NamingResult:
-        words = self.keywords(request, self.n_terms + 2)
-        if not words:
+        """Candidates of several lengths from two contrasts: the feature's topic (against random
+        documents) and what sets it apart from its nearest non-activating documents. The first is
+        the plain top terms; the Namer picks among them on the evidence documents."""
+        topic = self.keywords(request, self.n_terms + 2)
+        if not topic:
             raise BackendOutputError(f"feature {request.feature}: no term is more frequent in its "
                                      "activating documents than elsewhere")
-        why = f"Documents with {', '.join(words)} more often than the non-activating documents."
+        near = [t for t in self.contrast(request, 4, hard=True) if t not in topic]
+        why = f"Documents with {', '.join(topic)} more often than the non-activating documents."
         cands, seen = [], set()
-        for n in (self.n_terms, 1, 2, len(words)):  # the scorer picks how many terms name it best
-            label = ", ".join(words[:n])
-            if label not in seen:
+        for words in candidate_term_lists(topic, near, self.n_terms):
+            label = ", ".join(words)
+            if label not in seen and len(label) <= 200:
                 seen.add(label)
-                cands.append(LabelCandidate(label=label, description=why))
-        return NamingResult(cands[: max(request.candidates, 1)], None, self.prompt_version)
+                text = why if not set(words) - set(topic) else f"{why} Unlike similar documents: {', '.join(near[:3])}."
+                cands.append(LabelCandidate(label=label, description=text))
+        return NamingResult(cands, None, self.prompt_version)
 
     async def name_family(self, request: FamilyRequest) -> NamingResult:
         """The terms of the parent's label, ordered by how many children's labels share them."""
