@@ -4,10 +4,12 @@ from fastapi import APIRouter
 
 from gateway.dashboard.pages import public, router as private
 from gateway.dashboard.sae_pages import router as sae_pages
+from gateway.dashboard.search_pages import router as search_pages
 
 router = APIRouter()
 router.include_router(public)
 router.include_router(private)
 router.include_router(sae_pages)
+router.include_router(search_pages)
 
 __all__ = ["router"]

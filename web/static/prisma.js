@@ -9,3 +9,14 @@ document.addEventListener("DOMContentLoaded", function () {
     ];
   }
 });
+
+// Search page: put the caret on the character where the expression is wrong.
+function markExpressionError() {
+  var at = document.querySelector("mark.err-at[data-offset]"), box = document.getElementById("q");
+  if (!at || !box) return;
+  var pos = parseInt(at.dataset.offset, 10);
+  box.focus();
+  box.setSelectionRange(pos, pos + 1);
+}
+document.addEventListener("DOMContentLoaded", markExpressionError);
+document.addEventListener("htmx:afterSettle", markExpressionError);

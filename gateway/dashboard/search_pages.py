@@ -1,0 +1,126 @@
+"""The search page of an SAE run: feature expressions, text and labels, all as GET URLs (shareable:
+`/sae-runs/3/search?q=F12` opens with that expression run). An HTMX request gets only the results
+(`_search_results.html`) or the error (`_search_error.html`, the column marked); autocompletion of
+feature names is a fragment of <option>s for the box's datalist."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import ValidationError
+
+from contracts.search import MAX_TEXT_RESULTS, ExpressionSearch, LabelSearch, TextSearch
+from gateway.dashboard.sae_pages import crumbs, sae_run_or_404
+from gateway.dashboard.views import Pager, render
+from gateway.deps import SessionDep, require_login
+from gateway.domain.features import repo as feature_repo
+from gateway.search import service
+from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
+from gateway.search.space import SearchNotReady
+from gateway.services import ServiceError, ServiceUnavailable
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
+PER_PAGE = 20
+SUGGESTIONS = 12
+EXAMPLES = ['label:"bronchiolitis" AND NOT label:"suspected"', "F12 > 0.3 AND NOT F40", "0.7*F12 + 0.3*F40 >= 0.5"]
+# the token being typed at the end of the box: label:"wor…, F12…, or a bare word
+TAIL = re.compile(r'(?:label\s*:\s*"(?P<label>[^"]*)|\b[Ff](?P<index>\d*)|(?P<word>[^\W\d]\w*))$')
+
+
+def error_view(text: str, exc: Exception) -> dict[str, Any]:
+    """The message, and the expression cut around the place it names (line, column, 1-based)."""
+    line, column = getattr(exc, "line", 1), getattr(exc, "column", 1)
+    lines = text.split("\n")
+    source = lines[line - 1] if 0 < line <= len(lines) else ""
+    at = max(column - 1, 0)
+    offset = sum(len(earlier) + 1 for earlier in lines[: line - 1]) + at  # in the whole text, for the caret
+    return {"message": getattr(exc, "message", str(exc)), "line": line, "column": column, "offset": offset,
+            "before": source[:at], "at": source[at:at + 1] or " ", "after": source[at + 1:],
+            "expected": getattr(exc, "expected", []), "candidates": getattr(exc, "candidates", [])}
+
+
+async def run_search(state: Any, run_id: int, mode: str, q: str, method: str, offset: int) -> tuple[Any, str | None]:
+    """(result, None) or (None, error message) for problems other than the expression's."""
+    try:
+        if mode == "text":
+            body = TextSearch(mode="text", text=q, limit=PER_PAGE, offset=min(offset, MAX_TEXT_RESULTS - PER_PAGE))
+            return await service.text_search(state, run_id, body), None
+        if mode == "label":
+            body = LabelSearch(mode="label", query=q, method=method, limit=PER_PAGE, offset=offset)
+            return await service.label_query(state, run_id, body), None
+        body = ExpressionSearch(mode="expression", expression=q, limit=PER_PAGE, offset=offset)
+        return await asyncio.to_thread(service.expression_search, state, run_id, body), None
+    except ValidationError as exc:
+        return None, exc.errors()[0]["msg"]
+    except (SearchNotReady, ServiceUnavailable, ServiceError) as exc:
+        return None, str(exc)
+
+
+@router.get("/sae-runs/{run_id}/search", response_class=HTMLResponse)
+async def search_page(
+    request: Request, run_id: int, session: SessionDep,
+    q: Annotated[str, Query(max_length=10_000)] = "",
+    mode: Annotated[str, Query(pattern="^(expression|text|label)$")] = "expression",
+    method: Annotated[str, Query(pattern="^(fulltext|semantic)$")] = "fulltext",
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    run = sae_run_or_404(session, run_id)
+    ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method, "examples": EXAMPLES,
+                           "result": None, "error": None, "problem": None, "pager": None, "page_url": None}
+    status = 200
+    if q.strip():
+        try:
+            ctx["result"], ctx["problem"] = await run_search(request.app.state, run.id, mode, q, method, offset)
+        except (ExpressionError, FeatureOutOfRange, UnknownLabelError, UnknownFamilyError) as exc:
+            ctx["error"], status = error_view(q, exc), 422
+        if ctx["problem"]:
+            status = 422
+        if ctx["result"] is not None:
+            total = min(ctx["result"].total, MAX_TEXT_RESULTS) if mode == "text" else ctx["result"].total
+            ctx["pager"] = Pager(offset=ctx["result"].offset, limit=PER_PAGE, total=total)
+            ctx["page_url"] = f"/sae-runs/{run.id}/search?" + urlencode({"mode": mode, "q": q, "method": method})
+    if request.headers.get("hx-request") and request.headers.get("hx-target") == "search-results":
+        return render(request, "partials/_search_results.html", ctx, status_code=status)
+    return render(request, "pages/search.html", ctx, status_code=status)
+
+
+@router.get("/sae-runs/{run_id}/search/suggest", response_class=HTMLResponse)
+def suggest(request: Request, run_id: int, session: SessionDep,
+            q: Annotated[str, Query(max_length=10_000)] = "") -> Response:
+    """<option>s completing the feature being typed at the end of the box: each option's value is
+    the whole expression with that feature filled in (a datalist replaces the input's value)."""
+    run = sae_run_or_404(session, run_id)
+    tail = TAIL.search(q)
+    options: list[dict[str, str]] = []
+    if tail and q.strip():
+        prefix = q[: tail.start()]
+        if tail.group("index") is not None and tail.group("label") is None and tail.group("word") is None:
+            options = _by_index(session, run.id, prefix, tail.group("index"))
+        else:
+            words = tail.group("label") if tail.group("label") is not None else tail.group("word")
+            if words and words.strip() and words.upper() not in ("AND", "OR", "NOT", "ANY"):
+                options = _by_label(session, run.id, prefix, words.strip())
+    return render(request, "partials/_search_suggestions.html", {"options": options})
+
+
+def _by_label(session: SessionDep, run_id: int, prefix: str, words: str) -> list[dict[str, str]]:
+    rows, _ = feature_repo.list_features(session, sae_run_id=run_id, sort="density", limit=SUGGESTIONS, offset=0,
+                                         text=words)
+    return [{"value": f'{prefix}label:"{best.label}"', "text": f"F{f.index} · {best.label}"
+             + ("" if best.reliable is not False else " (unreliable)")} for f, best in rows if best is not None]
+
+
+def _by_index(session: SessionDep, run_id: int, prefix: str, digits: str) -> list[dict[str, str]]:
+    if not digits:
+        return []
+    found = feature_repo.features_by_index(session, sae_run_id=run_id, indices=[int(digits)])
+    out = []
+    for index, (_, best) in found.items():
+        name = best.label if best is not None else "not named yet"
+        out.append({"value": f"{prefix}F{index}", "text": f"F{index} · {name}"})
+    return out

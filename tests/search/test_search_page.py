@@ -1,0 +1,72 @@
+"""The search page over HTTP: GET URLs that run a search, the error marked at its column, HTMX
+fragments, label mode, name completion, and escaping of labels and texts."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import pytest
+
+from gateway.db import session_scope
+from tests.search.conftest import add_interpretation
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_shared_url_runs_the_expression(client, auth, seeded) -> None:  # noqa: ANN001
+    dense = seeded.codes.toarray()
+    resp = await client.get(f"/sae-runs/{seeded.run_id}/search?q={quote('F0 AND NOT F1')}", headers=auth)
+    assert resp.status_code == 200, resp.text
+    html = resp.text
+    total = int(((dense[:, 0] > 0) & ~(dense[:, 1] > 0)).sum())
+    assert f"<strong>{total}</strong> documents match" in html
+    assert html.count('<tr><td class="num"><a href="/datasets/') == min(total, 20)
+    assert 'class="chip"' in html and "bronchiolitis" in html  # the matching feature, named
+    assert 'value="F0 AND NOT F1"' in html  # the box keeps the query
+
+
+async def test_an_error_is_marked_where_it_occurs(client, auth, seeded) -> None:  # noqa: ANN001
+    resp = await client.get(f"/sae-runs/{seeded.run_id}/search?q={quote('F0 AND (F1 OR F2')}", headers=auth)
+    assert resp.status_code == 422
+    assert "line 1, column 17" in resp.text
+    assert re.search(r'<code>F0 AND \(F1 OR F2<mark class="err-at" data-offset="16"[^>]*> </mark></code>', resp.text)
+    assert "Expected:" in resp.text and "<code>&#39;)&#39;</code>" in resp.text
+    unknown = await client.get(f"/sae-runs/{seeded.run_id}/search", params={"q": 'label:"bronch"'}, headers=auth)
+    assert unknown.status_code == 422 and "Did you mean" in unknown.text and "F1 “suspected bronchiolitis”" in unknown.text
+    wrong = await client.get(f"/sae-runs/{seeded.run_id}/search?q=F99", headers=auth)
+    assert wrong.status_code == 422 and "F99 is out of range" in wrong.text
+
+
+async def test_htmx_gets_only_the_results(client, auth, seeded) -> None:  # noqa: ANN001
+    headers = {**auth, "HX-Request": "true", "HX-Target": "search-results"}
+    resp = await client.get(f"/sae-runs/{seeded.run_id}/search?q=F2&offset=0", headers=headers)
+    assert resp.status_code == 200 and "<html" not in resp.text and 'id="document-results"' in resp.text
+    bad = await client.get(f"/sae-runs/{seeded.run_id}/search?q={quote('F2 >')}", headers=headers)
+    assert bad.status_code == 422 and "<html" not in bad.text and "err-at" in bad.text
+
+
+async def test_label_mode_and_escaping(client, auth, seeded, app) -> None:  # noqa: ANN001
+    with session_scope(app.state.factory) as session:
+        add_interpretation(session, run_id=seeded.run_id, index=7, label="<script>alert(1)</script> rash",
+                           reliable=False)
+    resp = await client.get(f"/sae-runs/{seeded.run_id}/search?mode=label&q=rash", headers=auth)
+    assert resp.status_code == 200
+    assert "<script>alert(1)" not in resp.text and "&lt;script&gt;alert(1)&lt;/script&gt; rash" in resp.text
+    assert "unreliable" in resp.text and 'id="label-results"' in resp.text
+
+
+async def test_name_completion(client, auth, seeded) -> None:  # noqa: ANN001
+    url = f"/sae-runs/{seeded.run_id}/search/suggest"
+    words = (await client.get(url, params={"q": "F3 AND NOT otit"}, headers=auth)).text
+    assert '<option value="F3 AND NOT label:&#34;acute otitis media&#34;">F2 · acute otitis media</option>' in words
+    quoted = (await client.get(url, params={"q": 'label:"suspec'}, headers=auth)).text
+    assert 'value="label:&#34;suspected bronchiolitis&#34;"' in quoted
+    index = (await client.get(url, params={"q": "F1 OR F5"}, headers=auth)).text
+    assert 'value="F1 OR F5">F5 · wheezing and cough' in index
+    assert (await client.get(url, params={"q": "F1 AND"}, headers=auth)).text.strip() == ""
+
+
+async def test_the_page_needs_a_login(client, seeded) -> None:  # noqa: ANN001
+    assert (await client.get(f"/sae-runs/{seeded.run_id}/search?q=F1")).status_code == 401
+    assert (await client.get(f"/sae-runs/{seeded.run_id}/search/suggest?q=F1")).status_code == 401
