@@ -1,0 +1,87 @@
+"""Dashboard pages of concepts: the list, and one concept (held-out metrics, confusion matrix, PR
+curve, named weights, apply with live progress, CSV export)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
+from fastapi.responses import HTMLResponse, Response
+from markupsafe import Markup
+
+from gateway.dashboard.charts import Series, line_chart_svg
+from gateway.dashboard.views import check_csrf, render
+from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
+from gateway.domain.concepts import repo
+from gateway.domain.concepts.apply import start_apply
+from gateway.domain.concepts.describe import concept_out, concept_summary
+from gateway.domain.concepts.errors import ConceptInputError
+from gateway.domain.concepts.models import Concept
+from gateway.domain.datasets import repo as dataset_repo
+from gateway.domain.jobs import repo as job_repo
+from gateway.domain.jobs.service import to_out
+from gateway.domain.runs import repo as run_repo
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
+
+
+def concept_or_404(session: SessionDep, concept_id: int) -> Concept:
+    concept = repo.get_concept(session, concept_id=concept_id)
+    if concept is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"concept {concept_id} not found")
+    return concept
+
+
+def pr_chart(curve: dict[str, Any] | None) -> Markup | None:
+    if not curve or not curve.get("recall"):
+        return None
+    points = list(zip(curve["recall"], curve["precision"]))
+    ap = curve.get("average_precision")
+    return Markup(line_chart_svg([Series("precision", points, "s1")], x_label="recall", y_label="precision",
+                                 title=f"Precision-recall on held-out documents (average precision {ap:.3f})"))
+
+
+def apply_context(session: SessionDep, concept: Concept) -> dict[str, Any]:
+    """The apply box: the job (live while it runs) and, once done, the export link."""
+    job = job_repo.get_job(session, job_id=concept.apply_job_id) if concept.apply_job_id else None
+    job_out = to_out(job) if job else None
+    active = job_out is not None and job_out.status.value in ("queued", "running")
+    return {"concept": concept_out(session, concept), "job": job_out, "active": active}
+
+
+@router.get("/concepts", response_class=HTMLResponse)
+def concepts_page(request: Request, session: SessionDep,
+                  sae_run_id: Annotated[int | None, Query()] = None) -> Response:
+    rows, total = repo.list_concepts(session, sae_run_id=sae_run_id)
+    return render(request, "pages/concepts.html", {"concepts": [concept_summary(c) for c in rows], "total": total,
+                                                   "sae_run_id": sae_run_id})
+
+
+@router.get("/concepts/{concept_id}", response_class=HTMLResponse)
+def concept_page(request: Request, concept_id: int, session: SessionDep) -> Response:
+    concept = concept_or_404(session, concept_id)
+    run = run_repo.get_sae_run(session, run_id=concept.sae_run_id)
+    emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
+    ctx = {**apply_context(session, concept), "run": run, "embedding_run": emb,
+           "dataset": dataset_repo.get_dataset(session, dataset_id=emb.dataset_id),
+           "pr_chart": pr_chart((concept.metrics or {}).get("pr_curve"))}
+    return render(request, "pages/concept.html", ctx)
+
+
+@router.get("/concepts/{concept_id}/apply", response_class=HTMLResponse)
+def apply_box(request: Request, concept_id: int, session: SessionDep) -> Response:
+    """The apply partial, polled by HTMX while the job runs."""
+    return render(request, "partials/_concept_apply.html", apply_context(session, concept_or_404(session, concept_id)))
+
+
+@router.post("/concepts/{concept_id}/apply", response_class=HTMLResponse)
+async def apply(request: Request, concept_id: int, principal: CurrentUser, rid: RequestId,
+                csrf_token: Annotated[str, Form()] = "") -> Response:
+    check_csrf(request, csrf_token)
+    try:
+        await start_apply(request.app.state, concept_id, principal, rid)
+    except ConceptInputError as exc:
+        return render(request, "partials/_flash.html", {"error": exc.message}, status_code=exc.status_code)
+    with request.app.state.factory() as session:
+        return render(request, "partials/_concept_apply.html",
+                      apply_context(session, concept_or_404(session, concept_id)))
