@@ -1,0 +1,87 @@
+"""Text search and semantic label search on a real pipeline (SQLite, embedded mode): generated
+notes embedded with MiniLM, a small SAE, features named by the keywords back-end. The index is
+built when the embedding run succeeds; a document's own text finds that document first, with the
+SAE features the run stored for it."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gateway.db import session_scope
+from gateway.demo.corpus import generate_notes
+from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.runs.models import SaeRun
+from tests.gateway.polling import wait_done
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
+
+
+@pytest.fixture
+def backend() -> str:
+    return "sqlite"  # one back-end is enough: this is about the services, not the database
+
+
+@pytest.fixture
+async def pipeline(client, auth) -> dict:  # noqa: ANN001
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id", "text", "labels"])
+    notes = list(generate_notes(n=160, seed=11))
+    for note in notes:
+        w.writerow([note.id, note.text, "|".join(note.labels)])
+    ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
+    emb = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"]}, headers=auth)
+    emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{emb.json()['id']}", timeout=240)
+    assert emb["status"] == "succeeded", emb
+    (sae,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL},
+                                headers=auth)).json()
+    sae = await wait_done(client, auth, f"/api/v1/sae-runs/{sae['id']}", timeout=240)
+    assert sae["status"] == "succeeded", sae
+    job = await client.post(f"/api/v1/sae-runs/{sae['id']}/interpretations",
+                            json={"backends": [{"backend": "keywords"}]}, headers=auth)
+    assert (await wait_done(client, auth, f"/api/v1/jobs/{job.json()['id']}", timeout=240))["status"] == "succeeded"
+    return {"embedding_run": emb, "sae_run": sae, "texts": [n.text for n in notes]}
+
+
+async def test_text_and_semantic_label_search(client, auth, app, pipeline) -> None:  # noqa: ANN001
+    emb, sae = pipeline["embedding_run"], pipeline["sae_run"]
+    with session_scope(app.state.factory) as session:  # built when the embedding run succeeded
+        kinds = [a.kind for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=emb["id"])]
+    assert kinds.count("faiss-index") == 1
+
+    target = 37
+    resp = await client.post(f"/api/v1/sae-runs/{sae['id']}/search", headers=auth,
+                             json={"mode": "text", "text": pipeline["texts"][target], "limit": 5, "top_features": 8})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["index"] == "flat" and body["total"] == 160
+    first = body["items"][0]
+    assert first["position"] == target and first["score"] == pytest.approx(1.0, abs=1e-3)
+    assert [d["score"] for d in body["items"]] == sorted((d["score"] for d in body["items"]), reverse=True)
+    # the query's features are the ones the run stored for that document, strongest first
+    with session_scope(app.state.factory) as session:
+        csr_uri = session.get(SaeRun, sae["id"]).result["artifacts"]["codes_csr"]["uri"]
+    codes = sp.load_npz(io.BytesIO(app.state.store.read_bytes(csr_uri)))
+    row = codes.getrow(target)
+    stored = [int(i) for i in row.indices[np.argsort(-row.data)]]
+    assert [f["index"] for f in body["query_features"]] == stored
+    assert any(f["label"] for f in body["query_features"])  # named by the keywords back-end
+    assert {f["index"] for f in first["features"]} == set(stored)
+    page2 = (await client.post(f"/api/v1/sae-runs/{sae['id']}/search", headers=auth,
+                               json={"mode": "text", "text": pipeline["texts"][target], "limit": 5, "offset": 5})).json()
+    assert not {d["position"] for d in page2["items"]} & {d["position"] for d in body["items"]}
+
+    named = (await client.get(f"/api/v1/sae-runs/{sae['id']}/features?sort=density&limit=5", headers=auth)).json()
+    label = next(f["label"] for f in named["items"] if f["label"])
+    sem = await client.post(f"/api/v1/sae-runs/{sae['id']}/search", headers=auth,
+                            json={"mode": "label", "method": "semantic", "query": label, "limit": 3})
+    assert sem.status_code == 200, sem.text
+    top = sem.json()["items"][0]
+    assert top["label"] == label and top["score"] == pytest.approx(1.0, abs=1e-3)
+    assert sem.json()["total"] >= 5
