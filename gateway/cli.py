@@ -303,12 +303,15 @@ def _wait_status(state, getter, run_id: int) -> str:  # noqa: ANN001
 
 
 def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
-    """Demo glue: once the corpus is embedded, train its SAE, then name its features (each once)."""
+    """Demo glue: once the corpus is embedded, train its SAE, name its features, then add the two
+    ready concepts (each once)."""
     import asyncio
 
     from contracts.runs import SaeRunCreate
     from gateway.domain.auth.service import Principal
+    from gateway.domain.concepts.demo import create_demo_concepts
     from gateway.domain.features.interpret import InterpretationRequest, start_interpretation
+    from gateway.domain.jobs import repo as job_repo
     from gateway.domain.runs import repo as run_repo
     from gateway.domain.runs.sae import create_sae_runs
 
@@ -324,7 +327,10 @@ def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
         sae_id = run.id
     if _wait_status(state, run_repo.get_sae_run, sae_id) == "succeeded":
         # Deterministic job id: a demo started again does not name the features twice.
-        asyncio.run(start_interpretation(state, sae_id, InterpretationRequest(), demo, None))
+        job = asyncio.run(start_interpretation(state, sae_id, InterpretationRequest(), demo, None))
+        _wait_status(state, lambda session, run_id: job_repo.get_job(session, job_id=run_id), job.id)
+        # Named first, so that the concepts' features show their names; each concept is made once.
+        asyncio.run(create_demo_concepts(state, sae_id, demo))
 
 
 @app.command()

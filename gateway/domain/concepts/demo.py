@@ -1,0 +1,80 @@
+"""The demo's two ready concepts on its SAE run, for "confirmed, not suspected, bronchiolitis":
+a sparse probe trained on the corpus's labels, and a saved expression a person could have written,
+`<bronchiolitis feature> AND NOT <suspicion feature>`, with its two features picked from the
+training split of the same labels (so the held-out figures of both are honest)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+
+from contracts.concepts import ConceptCreate, Examples, LabelClasses
+from gateway.db import session_scope
+from gateway.domain.auth.service import Principal
+from gateway.domain.concepts import repo
+from gateway.domain.concepts.examples import labelled_documents
+from gateway.domain.concepts.service import create_concept, run_data
+from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_label
+
+CONFIRMED, SUSPECTED = "bronchiolitis:confirmed", "bronchiolitis:suspected"
+PROBE_NAME = "Confirmed bronchiolitis (probe)"
+EXPRESSION_NAME = "Confirmed bronchiolitis (expression)"
+EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED], negative=[SUSPECTED]))
+
+
+def _reference(space: SearchSpace, index: int) -> str:
+    """`label:"…"` when the feature's shown label names it unambiguously, else `F<index>`."""
+    label = space.labels.get(index)
+    if label and '"' not in label:
+        try:
+            if resolve_label(space, label) == index:
+                return f'label:"{label}"'
+        except UnknownLabelError:
+            pass
+    return f"F{index}"
+
+
+def demo_expression(space: SearchSpace, bronchiolitis: np.ndarray, train: np.ndarray, y_train: np.ndarray) -> str:
+    """The topic feature: best F1 at firing for bronchiolitis notes (any status) against all others;
+    the hedge feature: the largest gap in firing rate, suspected minus confirmed, on the training split."""
+    fires = space.codes.copy()
+    fires.data = (fires.data > 0).astype(np.float32)  # [docs, n] 0/1, CSC
+    tp = np.asarray(fires[bronchiolitis].sum(0)).ravel()
+    f1 = 2 * tp / (len(bronchiolitis) + np.asarray(fires.sum(0)).ravel() + 1e-9)
+    topic = int(np.argmax(f1))
+    rate = lambda rows: np.asarray(fires[rows].sum(0)).ravel() / max(len(rows), 1)  # noqa: E731
+    gap = rate(train[y_train == 0]) - rate(train[y_train == 1])
+    gap[topic] = -np.inf
+    hedge = int(np.argmax(gap))
+    return f"{_reference(space, topic)} > 0 AND NOT {_reference(space, hedge)} > 0"
+
+
+def _plan(state: Any, sae_run_id: int) -> str:
+    with session_scope(state.factory) as session:
+        data = run_data(session, state.store, sae_run_id)
+        labelled = labelled_documents(session, data.dataset, EXAMPLES)
+        bronchiolitis = np.array(sorted(p for p, labels in repo.document_labels(session, dataset_id=data.dataset.id)
+                                        if CONFIRMED in labels or SUSPECTED in labels))
+    split = labelled.split(EXAMPLES)
+    return demo_expression(data.space, bronchiolitis, labelled.positions[split.train], labelled.y[split.train])
+
+
+async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal) -> list[int]:
+    """Both concepts (each once: a demo started again finds them by name); returns their ids."""
+    with session_scope(state.factory) as session:
+        existing = {n: repo.find_concept(session, sae_run_id=sae_run_id, name=n) for n in (PROBE_NAME, EXPRESSION_NAME)}
+        ids = {n: c.id for n, c in existing.items() if c is not None}
+    if PROBE_NAME not in ids:
+        body = ConceptCreate(sae_run_id=sae_run_id, name=PROBE_NAME, kind="probe", examples=EXAMPLES,
+                             description="L1 logistic regression on the SAE features: confirmed against suspected "
+                                         "bronchiolitis notes (the corpus's labels).")
+        ids[PROBE_NAME] = await create_concept(state, body, principal, None)
+    if EXPRESSION_NAME not in ids:
+        expression = await asyncio.to_thread(_plan, state, sae_run_id)
+        body = ConceptCreate(sae_run_id=sae_run_id, name=EXPRESSION_NAME, kind="expression", expression=expression,
+                             examples=EXAMPLES, description="The bronchiolitis feature, without the feature that "
+                                                            "fires on suspicion: the query a clinician would write.")
+        ids[EXPRESSION_NAME] = await create_concept(state, body, principal, None)
+    return [ids[PROBE_NAME], ids[EXPRESSION_NAME]]
