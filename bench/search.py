@@ -9,7 +9,8 @@
 (b) Text search: a FAISS flat inner-product index of 200,000 unit vectors (d = 384), queried
     with the embedding of a short clinical sentence made by the real all-MiniLM-L6-v2 through the
     embedder's HTTP app (in-process ASGI, as embedded mode does). Goal: p50 < 50 ms including the
-    query embedding.
+    query embedding. Measured twice: the embedder's default torch threads (all CPUs), and one
+    thread (PRISMA_EMBEDDER_THREADS=1).
 
 Usage: python bench/search.py [--repeats 50]
 """
@@ -167,7 +168,12 @@ def main() -> None:
     print(json.dumps({k: v for k, v in results["expression_search"].items() if k != "expressions"}, indent=1))
     with tempfile.TemporaryDirectory() as tmp:
         results["text_search"] = asyncio.run(bench_text(args.repeats, Path(tmp)))
-    print(json.dumps(results["text_search"], indent=1))
+        print(json.dumps(results["text_search"], indent=1))
+        # the same with the embedder's torch on one thread (PRISMA_EMBEDDER_THREADS=1): one short
+        # query gains nothing from a second thread, and loses much when the CPUs are shared
+        os.environ["PRISMA_EMBEDDER_THREADS"] = "1"
+        results["text_search_embedder_one_thread"] = asyncio.run(bench_text(args.repeats, Path(tmp)))
+        print(json.dumps(results["text_search_embedder_one_thread"], indent=1))
     results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
