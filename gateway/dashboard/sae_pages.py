@@ -75,17 +75,29 @@ def loss_chart(run: SaeRun) -> str:
     )
 
 
-def heatmaps(ctx_store: Any, run: SaeRun) -> list[dict[str, Any]]:
+def feature_names(session: SessionDep, run: SaeRun, indices: list[int]) -> dict[int, str]:
+    """"F12 wheezing" (or "F12 “wheezing”?" when the name is unreliable) for hover text."""
+    found = feature_repo.features_by_index(session, sae_run_id=run.id, indices=sorted(set(indices)))
+    out = {}
+    for i in indices:
+        best = found.get(i, (None, None))[1]
+        name = "" if best is None else (f" {best.label}" if best.reliable is not False else f" “{best.label}”?")
+        out[i] = f"F{i}{name}"
+    return out
+
+
+def heatmaps(store: Any, session: SessionDep, run: SaeRun) -> list[dict[str, Any]]:
     uri = ((run.result or {}).get("artifacts") or {}).get("heatmaps", {}).get("uri")
     if not uri:
         return []
-    data = json.loads(ctx_store.read_bytes(uri))
+    data = json.loads(store.read_bytes(uri))
     out = []
     for name, title in (("densest", "Densest features"), ("most_connected", "Most connected features")):
         h = data.get(name)
         if not h:
             continue
-        labels = [f"F{i}" for i in h["features"]]
+        names = feature_names(session, run, h["features"])
+        labels = [names[i] for i in h["features"]]
         out.append({"title": title,
                     "cooc": Markup(heatmap_svg(h["c_norm"], labels, title=f"{title}: co-occurrence C_norm")),
                     "cos": Markup(heatmap_svg(h["decoder_cosine"], labels, title=f"{title}: decoder cosine", vmax=1.0))})
@@ -98,7 +110,7 @@ def sae_run_page(request: Request, run_id: int, session: SessionDep) -> Response
     job = job_repo.get_job(session, job_id=run.job_id) if run.job_id else None
     sweep = run_repo.list_sae_runs(session, sweep_id=run.sweep_id) if run.sweep_id else []
     ctx = {**crumbs(session, run), "job": to_out(job) if job else None, "active": run.status in ("queued", "running"),
-           "loss_chart": Markup(loss_chart(run)), "heatmaps": heatmaps(request.app.state.store, run),
+           "loss_chart": Markup(loss_chart(run)), "heatmaps": heatmaps(request.app.state.store, session, run),
            "sweep": sorted(sweep, key=lambda r: r.id)}
     template = "partials/_sae_run.html" if request.headers.get("hx-request") else "pages/sae_run.html"
     return render(request, template, ctx)
@@ -117,7 +129,7 @@ def sparkline(counts: list[int], width: int = 80, height: int = 18) -> Markup:
 @router.get("/sae-runs/{run_id}/features", response_class=HTMLResponse)
 def features_page(
     request: Request, run_id: int, session: SessionDep,
-    sort: Annotated[str, Query(pattern="^(index|density|max_activation|mean_activation)$")] = "density",
+    sort: Annotated[str, Query(pattern="^(index|density|max_activation|mean_activation|score)$")] = "density",
     offset: Annotated[int, Query(ge=0)] = 0, q: Annotated[str, Query(max_length=200)] = "",
     reliability: Annotated[str, Query(pattern="^(|reliable|unreliable|unnamed)$")] = "",
 ) -> Response:
@@ -144,13 +156,26 @@ def feature_page(request: Request, run_id: int, index: int, session: SessionDep)
     chart = bar_chart_svg([Bar(f"{(i + 0.5) * width:.2f}", c) for i, c in enumerate(counts)],
                           title=f"Activation histogram of feature {index}", x_label="activation", y_label="documents")
     fam_ids = feature_repo.families_of_feature(session, sae_run_id=run.id, index=index)
+    families = feature_repo.families_by_id(session, family_ids=fam_ids)
+    places = family_places(feature_repo.family_members(session, family_ids=fam_ids), index)
     neighbours = {j for j, _ in feat.neighbours.get("cooccurring", []) + feat.neighbours.get("decoder", [])}
+    neighbours |= {j for p in places.values() for j in [*p["children"], *([p["parent"]] if p["parent"] is not None else [])]}
     names = {i: b for i, (_, b) in feature_repo.features_by_index(session, sae_run_id=run.id, indices=sorted(neighbours)).items()}
     ctx = {**crumbs(session, run), "feature": feat, "best": best, "chart": Markup(chart),
            "interpretations": feature_repo.interpretations_of(session, feature_id=feat.id), "names": names,
            "cooccurring": feat.neighbours.get("cooccurring", []), "decoder": feat.neighbours.get("decoder", []),
-           "families": [f for f in feature_repo.list_families(session, sae_run_id=run.id) if f.id in fam_ids]}
+           "families": [{"family": f, **places[f.id]} for f in families]}
     return render(request, "pages/feature.html", ctx)
+
+
+def family_places(members: dict[int, list[Any]], index: int) -> dict[int, dict[str, Any]]:
+    """Per family id: the feature's parent (None for the root) and its children, densest first."""
+    out = {}
+    for fid, ms in members.items():
+        me = next((m for m in ms if m.feature_index == index), None)
+        out[fid] = {"parent": me.parent_index if me else None, "depth": me.depth if me else 0,
+                    "children": [m.feature_index for m in ms if m.parent_index == index]}
+    return out
 
 
 def family_tree(members: list[Any]) -> list[dict[str, Any]]:
@@ -171,18 +196,17 @@ def families_page(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Response:
     run = sae_run_or_404(session, run_id)
-    all_fams = feature_repo.list_families(session, sae_run_id=run.id)  # largest first within an iteration
-    iterations = sorted({f.iteration for f in all_fams})
-    at_iteration = [f for f in all_fams if f.iteration == iteration]
-    fams = at_iteration[offset : offset + FAMILIES_PER_PAGE]
+    counts = feature_repo.family_counts(session, sae_run_id=run.id)
+    fams = feature_repo.list_families(session, sae_run_id=run.id, iteration=iteration, limit=FAMILIES_PER_PAGE,
+                                      offset=offset)  # largest first
     members = feature_repo.family_members(session, family_ids=[f.id for f in fams])
     wanted = sorted({m.feature_index for ms in members.values() for m in ms})
     found = feature_repo.features_by_index(session, sae_run_id=run.id, indices=wanted)
     info = {i: {"density": f.density, "label": best.label if best else None, "reliable": best.reliable if best else None}
             for i, (f, best) in found.items()}
     ctx = {**crumbs(session, run), "families": [{"family": f, "tree": family_tree(members[f.id])} for f in fams],
-           "iterations": iterations, "iteration": iteration, "info": info,
-           "pager": Pager(offset=offset, limit=FAMILIES_PER_PAGE, total=len(at_iteration))}
+           "iterations": sorted(counts), "iteration": iteration, "info": info,
+           "pager": Pager(offset=offset, limit=FAMILIES_PER_PAGE, total=counts.get(iteration, 0))}
     return render(request, "pages/families.html", ctx)
 
 

@@ -1,4 +1,5 @@
-"""Interpreter HTTP app: `GET /health`, `POST /interpret` (re-interpret one feature now). HTTP only."""
+"""Interpreter HTTP app: `GET /health`, `POST /interpret` (re-interpret one feature now), `POST /examples`
+(a feature's documents to read). HTTP only."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import httpx
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 
 from artifacts import ArtifactStore
-from contracts.interpret import CorpusRef, InterpretRequest, InterpretResult
+from contracts.interpret import CorpusRef, ExamplesRequest, FeatureExamples, InterpretRequest, InterpretResult
 from services.interpreter.backends import build_backend
 from services.interpreter.backends.base import BackendError
 from services.interpreter.backends.keywords import TermIndex
 from services.interpreter.config import InterpreterSettings, get_settings
 from services.interpreter.corpus import Corpus, load_corpus
 from services.interpreter.embedder_client import EmbedderError, async_http_embedder
+from services.interpreter.examples import feature_examples
 from services.interpreter.naming import interpret_feature
 from services.interpreter.scoring import EmbedFn
 
@@ -76,18 +78,22 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
         if not authorization or not secrets.compare_digest(given, token):
             raise HTTPException(401, "missing or wrong service token", headers={"WWW-Authenticate": "Bearer"})
 
+    async def load(request: Request, ref: CorpusRef) -> Corpus:
+        try:  # reading the artifacts and indexing terms is blocking work: off the event loop
+            return (await asyncio.to_thread(request.app.state.corpora.get, ref))[0]
+        except FileNotFoundError as exc:
+            raise HTTPException(404, f"corpus: artifact not found: {exc}") from exc
+        except ValueError as exc:
+            raise HTTPException(422, f"corpus: {exc}") from exc
+
     @app.get("/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.post("/interpret", response_model=InterpretResult, dependencies=[Depends(require_token)])
     async def interpret(body: InterpretRequest, request: Request) -> InterpretResult:
-        try:  # reading the artifacts and indexing terms is blocking work: off the event loop
-            corpus, index = await asyncio.to_thread(request.app.state.corpora.get, body.corpus)
-        except FileNotFoundError as exc:
-            raise HTTPException(404, f"corpus: artifact not found: {exc}") from exc
-        except ValueError as exc:
-            raise HTTPException(422, f"corpus: {exc}") from exc
+        corpus = await load(request, body.corpus)
+        index = request.app.state.corpora.get(body.corpus)[1]
         if body.feature >= corpus.n_features:
             raise HTTPException(422, f"feature: {body.feature} is not below n = {corpus.n_features}")
         if body.scoring.detection and body.backend.backend == "keywords":
@@ -100,5 +106,14 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
             raise HTTPException(502, str(exc)) from exc
         except BackendError as exc:
             raise HTTPException(502, f"{type(exc).__name__}: {exc}") from exc
+
+    @app.post("/examples", response_model=FeatureExamples, dependencies=[Depends(require_token)])
+    async def examples(body: ExamplesRequest, request: Request) -> FeatureExamples:
+        """A feature's documents to read: activating across quantiles with their driving chunk, and
+        near misses."""
+        corpus = await load(request, body.corpus)
+        if body.feature >= corpus.n_features:
+            raise HTTPException(422, f"feature: {body.feature} is not below n = {corpus.n_features}")
+        return await asyncio.to_thread(feature_examples, corpus, body)
 
     return app

@@ -72,6 +72,16 @@ def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
         assert page.locator(".neighbours a").count() >= 1
         shot(page, "feature")
 
+        # The densest feature's documents, loaded after the page from the interpreter service.
+        page.goto(page.url.split("/features/")[0] + "/features?sort=density")
+        page.locator("#features tbody tr").first.locator("a").click()
+        page.wait_for_selector("#feature-examples")
+        badges = page.locator("#feature-examples .example-head .badge").all_inner_texts()
+        assert len(badges) >= 8 and badges[0] == "Q1"
+        assert set(badges) == {"Q1", "Q2", "Q3", "Q4"}  # every quantile, not only the very top
+        assert page.locator("#feature-examples .near-misses li .excerpt").count() >= 1
+        shot(page, "feature-documents")
+
         page.goto(page.url.split("/features/")[0] + "/families")
         assert page.locator("h1").inner_text() == "Feature families"
         assert page.locator(".family-list > li").count() <= 40

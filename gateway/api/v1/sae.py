@@ -96,7 +96,7 @@ def get_sae_run(run: SaeRunDep, _: CurrentKey) -> SaeRunOut:
 @router.get("/{run_id}/features", response_model=FeaturePage, responses=NOT_FOUND)
 def list_features(
     run: SaeRunDep, session: SessionDep, _: CurrentKey,
-    sort: Annotated[Literal["index", "density", "max_activation", "mean_activation"], Query()] = "density",
+    sort: Annotated[Literal["index", "density", "max_activation", "mean_activation", "score"], Query()] = "density",
     q: Annotated[str | None, Query(max_length=200, description="Only features whose shown label or description contains this (case-insensitive).")] = None,
     reliability: Annotated[Literal["reliable", "unreliable", "unnamed"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,

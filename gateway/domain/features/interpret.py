@@ -64,6 +64,11 @@ def _corpus_ref(session: Any, sae_run_id: int) -> tuple[CorpusRef, dict[str, Any
     return ref, {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
 
 
+def interpreter_corpus(session: Any, sae_run_id: int) -> CorpusRef:
+    """The interpreter's corpus reference for a finished SAE run (the feature page's documents)."""
+    return _corpus_ref(session, sae_run_id)[0]
+
+
 def run_families(session: Any, sae_run_id: int) -> list[FeatureFamily]:
     """The run's families with their members, so that each is named from its parent and children."""
     fams = feature_repo.list_families(session, sae_run_id=sae_run_id)

@@ -84,11 +84,26 @@ def replace_families(session: Session, *, sae_run_id: int, families: list[dict[s
     return len(families)
 
 
-def list_families(session: Session, *, sae_run_id: int, iteration: int | None = None) -> list[Family]:
+def list_families(
+    session: Session, *, sae_run_id: int, iteration: int | None = None, limit: int | None = None, offset: int = 0,
+) -> list[Family]:
+    """Families by iteration, largest first; one page of them when `limit` is given."""
     stmt = select(Family).where(Family.sae_run_id == sae_run_id)
     if iteration is not None:
         stmt = stmt.where(Family.iteration == iteration)
-    return list(session.scalars(stmt.order_by(Family.iteration, Family.size.desc(), Family.id)))
+    stmt = stmt.order_by(Family.iteration, Family.size.desc(), Family.id).offset(offset)
+    return list(session.scalars(stmt if limit is None else stmt.limit(limit)))
+
+
+def family_counts(session: Session, *, sae_run_id: int) -> dict[int, int]:
+    """How many families each iteration has."""
+    stmt = (select(Family.iteration, func.count()).where(Family.sae_run_id == sae_run_id)
+            .group_by(Family.iteration).order_by(Family.iteration))
+    return {it: n for it, n in session.execute(stmt)}
+
+
+def families_by_id(session: Session, *, family_ids: list[int]) -> list[Family]:
+    return list(session.scalars(select(Family).where(Family.id.in_(family_ids)).order_by(Family.iteration, Family.id)))
 
 
 def family_members(session: Session, *, family_ids: list[int]) -> dict[int, list[FamilyMember]]:

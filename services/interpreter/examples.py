@@ -1,0 +1,34 @@
+"""A feature's documents for people to read: activating documents across activation quantiles
+(not only the very top, which can mislead), each with the chunk that drives the feature, and
+near misses — non-activating documents closest to the activating ones."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from contracts.interpret import Example, ExamplesRequest, FeatureExamples
+from services.interpreter.corpus import Corpus
+from services.interpreter.evidence import feature_rng, hard_negatives, quantile_sample, strongest_chunk
+
+
+def feature_examples(corpus: Corpus, req: ExamplesRequest) -> FeatureExamples:
+    positions, acts = corpus.column(req.feature)
+    order = np.argsort(-acts, kind="stable")  # strongest first
+    picked = quantile_sample(order, req.activating, req.quantiles, feature_rng(req.seed, req.feature))
+    rank = {int(r): i for i, r in enumerate(order)}
+    n = max(len(order), 1)
+    activating = [
+        Example(position=int(positions[r]), doc_id=int(corpus.doc_ids[positions[r]]), activation=float(acts[r]),
+                quantile=min(rank[int(r)] * req.quantiles // n, req.quantiles - 1),
+                span=strongest_chunk(corpus, int(positions[r]), req.feature))
+        for r in picked
+    ]
+    near: list[Example] = []
+    if len(positions) and req.near_misses:
+        nearest = hard_negatives(corpus, positions[picked], positions, req.near_misses)
+        centre = corpus.vectors[positions[picked]].mean(axis=0)
+        centre /= max(float(np.linalg.norm(centre)), 1e-12)
+        sims = corpus.vectors[nearest] @ centre  # [m]
+        near = [Example(position=int(p), doc_id=int(corpus.doc_ids[p]), activation=0.0, similarity=float(s))
+                for p, s in zip(nearest, sims, strict=True)]
+    return FeatureExamples(feature=req.feature, n_activating=len(positions), activating=activating, near_misses=near)
