@@ -55,6 +55,17 @@ class EmbedderSettings(BaseSettings):
         description="fsspec URI (or local directory) of the artifact store, the same as the gateway's.",
     )
     progress_interval_s: float = Field(default=1.0, ge=0, description="Seconds between progress reports.")
+    helpers: int = Field(
+        default=3, ge=0,
+        description="Helper jobs an embedding run puts on the queue so that other embedder workers share its "
+        "shards; set it to the number of embedder workers minus one (idle helpers end at once).",
+    )
+    claim_lease_s: float = Field(
+        default=60.0, gt=0,
+        description="A worker holds a shard for this long, renewed while it lives; a dead worker's shard is "
+        "taken over after it.",
+    )
+    claim_poll_s: float = Field(default=1.0, gt=0, description="Seconds between looks at shards other workers hold.")
 
     @model_validator(mode="after")
     def _resolve_root(self) -> EmbedderSettings:

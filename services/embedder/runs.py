@@ -2,12 +2,14 @@
 
 Shard i is documents [i*S, (i+1)*S) and its batches depend only on its texts, so a run
 killed at any point and started again reuses every finished shard, recomputes at most
-the one that was in flight, and ends with the same vectors as an uninterrupted run.
+the one that was in flight, and ends with the same vectors as an uninterrupted run. For the
+same reason several workers can share a run shard by shard (`claim`, see the worker).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections import Counter
@@ -27,6 +29,8 @@ from services.embedder.shards import (
     snapshot_rows,
     write_shard,
 )
+
+log = logging.getLogger(__name__)
 
 
 class ProgressReporter:
@@ -58,13 +62,19 @@ def run_embedding(
     on_progress: Callable[[Progress], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     models: ModelCache | None = None,
-) -> EmbedJobResult:
+    claim: Callable[[int], bool] | None = None,
+    wait_for_others: bool = True,
+) -> EmbedJobResult | None:
     """Embed every document of the snapshot into `{artifact_prefix}/...` shards, resuming if possible.
+
+    Several workers may share a run: `claim(i)` says whether this one may compute shard i (no
+    other holds it); shards held elsewhere are waited for (`wait_for_others`) or left to their
+    holder (a helper then returns None instead of the run's result).
 
     Raises `UnknownModelError` (names the model), `EmptyDatasetError`, `RunSpecMismatchError`
     (the prefix holds shards of another spec), `RunCancelledError` (`should_stop()` said so).
     """
-    spec, prefix = payload.spec, payload.artifact_prefix.rstrip("/")
+    spec = payload.spec
     configure_threads(settings.threads)
     models = models or ModelCache(device=settings.device, precision=settings.precision,
                                   default_model=settings.default_model)
@@ -74,36 +84,75 @@ def run_embedding(
         raise EmptyDatasetError(f"dataset snapshot {payload.snapshot_uri!r} has no documents")
     check_or_write_manifest(store, payload, lm)
     n_shards = math.ceil(n_docs / spec.shard_size)
-    batch_tokens = spec.batch_tokens or settings.batch_tokens or default_batch_tokens(lm.device)
-    reporter = ProgressReporter(n_docs, on_progress, settings.progress_interval_s)
-    reporter.update(0, f"starting: {n_docs} documents in {n_shards} shards", force=True)
-    stats: list[ShardStats] = []
-    computed_docs = computed_tokens = shards_computed = 0
-    started = time.perf_counter()
-    for index, (first, texts) in enumerate(iter_snapshot_shards(store, payload.snapshot_uri, spec.shard_size)):
-        if should_stop is not None and should_stop():
-            raise RunCancelledError(f"run {payload.run_id} stopped before shard {index}")
-        shard = read_shard_stats(store, prefix, index, first_position=first, n_docs=len(texts),
-                                 dim=lm.dim, n_special=lm.n_special)
-        if shard is not None:
-            reporter.reused += len(texts)
-        else:
-            def on_tokens(done: int, total: int, first: int = first, n: int = len(texts), i: int = index) -> None:
-                reporter.update(first + n * done // max(total, 1), f"shard {i + 1}/{n_shards}")
+    work = ShardWork(payload, store, settings, lm, n_docs, on_progress, should_stop, claim)
+    work.reporter.update(0, f"starting: {n_docs} documents in {n_shards} shards", force=True)
+    while True:
+        work.one_pass()
+        if len(work.stats) == n_shards:
+            break
+        if not wait_for_others:
+            return None
+        time.sleep(settings.claim_poll_s)  # the other workers' shards are still being computed
+    return build_result(payload, lm, [work.stats[i] for i in range(n_shards)], n_docs=n_docs,
+                        seconds=time.perf_counter() - work.started, computed_docs=work.computed_docs,
+                        computed_tokens=work.computed_tokens, shards_computed=work.shards_computed)
 
-            embedded = embed_texts(
-                lm, texts, pooling=spec.pooling, normalize=spec.normalize, batch_tokens=batch_tokens,
-                max_batch_size=settings.max_batch_size, on_tokens=on_tokens, should_stop=should_stop,
-            )
-            shard = write_shard(store, prefix, index, first, embedded)
-            computed_docs += len(texts)
-            computed_tokens += shard.n_tokens
-            shards_computed += 1
-        stats.append(shard)
-        reporter.update(first + len(texts), f"shard {index + 1}/{n_shards} done", force=True)
-    return build_result(payload, lm, stats, n_docs=n_docs, seconds=time.perf_counter() - started,
-                        computed_docs=computed_docs, computed_tokens=computed_tokens,
-                        shards_computed=shards_computed)
+
+class ShardWork:
+    """One invocation's walk over a run's shards: reuse complete ones, compute claimable ones."""
+
+    def __init__(self, payload: EmbedJobPayload, store: ArtifactStore, settings: EmbedderSettings,
+                 lm: LoadedModel, n_docs: int, on_progress: Callable[[Progress], None] | None,
+                 should_stop: Callable[[], bool] | None, claim: Callable[[int], bool] | None) -> None:
+        self.payload, self.store, self.settings, self.lm = payload, store, settings, lm
+        self.prefix = payload.artifact_prefix.rstrip("/")
+        self.n_shards = math.ceil(n_docs / payload.spec.shard_size)
+        self.should_stop, self.claim = should_stop, claim
+        self.reporter = ProgressReporter(n_docs, on_progress, settings.progress_interval_s)
+        self.batch_tokens = payload.spec.batch_tokens or settings.batch_tokens or default_batch_tokens(lm.device)
+        self.stats: dict[int, ShardStats] = {}
+        self.docs_done = self.computed_docs = self.computed_tokens = self.shards_computed = 0
+        self.started = time.perf_counter()
+
+    def one_pass(self) -> None:
+        """Every shard not yet known: reuse it if complete, else compute it if this worker may."""
+        spec = self.payload.spec
+        for index, (first, texts) in enumerate(iter_snapshot_shards(self.store, self.payload.snapshot_uri,
+                                                                    spec.shard_size)):
+            if index in self.stats:
+                continue
+            if self.should_stop is not None and self.should_stop():
+                raise RunCancelledError(f"run {self.payload.run_id} stopped before shard {index}")
+            shard = read_shard_stats(self.store, self.prefix, index, first_position=first, n_docs=len(texts),
+                                     dim=self.lm.dim, n_special=self.lm.n_special)
+            if shard is not None:
+                self.reporter.reused += len(texts)
+            elif self.claim is None or self.claim(index):
+                shard = self._compute(index, first, texts)
+            else:
+                continue  # another worker holds it
+            self.stats[index] = shard
+            self.docs_done += len(texts)
+            self.reporter.update(self.docs_done, f"shard {index + 1}/{self.n_shards} done", force=True)
+
+    def _compute(self, index: int, first: int, texts: list[str]) -> ShardStats:
+        done_before = self.docs_done
+
+        def on_tokens(done: int, total: int) -> None:
+            self.reporter.update(done_before + len(texts) * done // max(total, 1),
+                                 f"shard {index + 1}/{self.n_shards}")
+
+        spec = self.payload.spec
+        embedded = embed_texts(
+            self.lm, texts, pooling=spec.pooling, normalize=spec.normalize, batch_tokens=self.batch_tokens,
+            max_batch_size=self.settings.max_batch_size, on_tokens=on_tokens, should_stop=self.should_stop,
+        )
+        shard = write_shard(self.store, self.prefix, index, first, embedded)
+        log.info("embedding run %s: shard %d computed", self.payload.run_id, index)
+        self.computed_docs += len(texts)
+        self.computed_tokens += shard.n_tokens
+        self.shards_computed += 1
+        return shard
 
 
 def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: LoadedModel) -> None:

@@ -115,6 +115,8 @@ class Deployment:
             # Two cores are shared by every process: one torch thread each, fp32 for exact comparisons.
             "PRISMA_EMBEDDER_THREADS": "1", "PRISMA_SAE_THREADS": "1", "PRISMA_EMBEDDER_PRECISION": "fp32",
             "OMP_NUM_THREADS": "1", "PRISMA_EMBEDDER_PROGRESS_INTERVAL_S": "0.2",
+            "PRISMA_EMBEDDER_CLAIM_LEASE_S": str(LEASE_S), "PRISMA_EMBEDDER_CLAIM_POLL_S": "0.3",
+            "PRISMA_EMBEDDER_HELPERS": "1",
             "PRISMA_INTERPRETER_EMBEDDER_URL": self.url("embedder"),
             **{f"PRISMA_{n.upper()}_URL": self.url(n) for n in SERVICE_PORTS},
         })

@@ -17,16 +17,30 @@ pytestmark = pytest.mark.anyio
 
 
 class RecordingRedis:
+    """Progress writes recorded; shard claims always granted (one worker); helpers recorded."""
+
     def __init__(self) -> None:
         self.sets: list[tuple[str, str, int | None]] = []
+        self.claims: list[str] = []
+        self.enqueued: list[str] = []
 
-    async def set(self, key: str, value: str, ex: int | None = None) -> None:
-        self.sets.append((key, value, ex))
+    async def set(self, key: str, value: str, ex: int | None = None, nx: bool = False, px: int | None = None) -> bool:
+        if nx:
+            self.claims.append(key)
+        else:
+            self.sets.append((key, value, ex))
+        return True
+
+    async def pexpire(self, key: str, ms: int) -> None:
+        pass
+
+    async def enqueue_job(self, function: str, *args: Any, _job_id: str, **kw: Any) -> None:
+        self.enqueued.append(_job_id)
 
 
 def test_worker_settings_are_json_on_the_embedder_queue() -> None:
     assert worker.WorkerSettings.queue_name == "embedder"
-    assert worker.WorkerSettings.functions == [worker.embed_run]
+    assert worker.WorkerSettings.functions == [worker.embed_run, worker.embed_run_helper]
     job = {"t": 1, "f": "embed_run", "a": [{"run_id": 1}], "k": {}, "et": 123}
     assert load_job_data(dump_job_data(job)) == job
     assert load_job_data(json.dumps(job).encode()) == job  # what the gateway enqueues
@@ -43,6 +57,8 @@ async def test_embed_run_reports_progress_and_returns_json(store, snapshot, make
     result = EmbedJobResult.model_validate(out)
     assert json.loads(json.dumps(out)) == out
     assert (result.n_documents, result.shards_computed) == (7, 2)
+    assert redis.claims == [f"prisma:claim:embedding-runs/3:{i}" for i in range(2)], "each shard claimed once"
+    assert redis.enqueued == [f"embed-abc:helper{i}" for i in range(settings.helpers)]
     assert redis.sets, "progress published"
     assert {key for key, _, _ in redis.sets} == {"prisma:progress:embed-abc"}
     assert all(ex == 24 * 3600 for _, _, ex in redis.sets)
