@@ -22,6 +22,7 @@ from services.interpreter.backends.base import (Backend, BackendError, FamilyNam
 from services.interpreter.backends.keywords import KeywordsBackend, TermIndex
 from services.interpreter.corpus import Corpus
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, excerpts, feature_rng, sample_evidence
+from services.interpreter.selection import greedy_terms
 from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
                                          finalise)
 
@@ -38,6 +39,8 @@ class _Pending:
     record: FeatureInterpretations
     evidence: EvidenceSet | None = None
     control: str | None = None
+    terms: dict[str, list[str]] = field(default_factory=dict)
+    """Per back-end, terms it offers to compose labels from (NamingResult.extra['terms'])."""
 
 
 @dataclass
@@ -127,6 +130,7 @@ class Namer:
             p.record.errors.append(f"{backend.name}: {type(exc).__name__}: {exc}"[:300])
             return
         ids = ev.ids(pools=isinstance(backend, KeywordsBackend))
+        p.terms[backend.name] = list(result.extra.get("terms", []))
         p.record.interpretations += [
             Interpretation(feature=ev.feature, label=c.label, description=c.description, backend=backend.name,
                            model=result.model, prompt_version=result.prompt_version, evidence=ids)
@@ -142,15 +146,15 @@ class Namer:
             for p in named:
                 p.record.interpretations = _first_per_backend(p.record.interpretations, keep)
             return
+        named = [p for p in named if p.evidence and p.evidence.selection_activating
+                 and p.evidence.selection_hard + p.evidence.selection_random]
+        await self._compose(named)
         vectors = await self.embed([i.label for p in named for i in p.record.interpretations])
         for p in named:
             ev = p.evidence
             assert ev is not None
             negatives = [*ev.selection_hard, *ev.selection_random]
             interps = p.record.interpretations
-            if not ev.selection_activating or not negatives:
-                p.record.interpretations = _first_per_backend(interps, keep)
-                continue
             labels = np.stack([vectors[i.label] for i in interps])  # [L, d] unit-norm
             scores = auroc_columns(self.corpus.vectors[ev.selection_activating] @ labels.T,
                                    self.corpus.vectors[negatives] @ labels.T)  # [L]
@@ -159,6 +163,31 @@ class Namer:
             # stable: among equal scores the back-end's earlier (plainer) candidate wins
             ranked = sorted(interps, key=lambda i: -(i.score_evidence or 0.0))
             p.record.interpretations = _first_per_backend(ranked, keep)
+
+    async def _compose(self, named: list[_Pending]) -> None:
+        """Add candidates composed greedily from each back-end's offered terms (selection.py)."""
+        offered = sorted({t for p in named for terms in p.terms.values() for t in terms})
+        if not offered:
+            return
+        vectors = await self.embed(offered)
+        for p in named:
+            ev = p.evidence
+            assert ev is not None
+            pos = self.corpus.vectors[ev.selection_activating]
+            neg = self.corpus.vectors[[*ev.selection_hard, *ev.selection_random]]
+            for name, terms in p.terms.items():
+                template = next((i for i in p.record.interpretations if i.backend == name), None)
+                if template is None or not terms:
+                    continue
+                tv = np.stack([vectors[t] for t in terms]).T  # [d, T]
+                have = {i.label for i in p.record.interpretations}
+                for chosen in greedy_terms(pos @ tv, neg @ tv):
+                    label = ", ".join(terms[i] for i in chosen)
+                    if label not in have:
+                        have.add(label)
+                        p.record.interpretations.append(template.model_copy(update={
+                            "label": label, "description": f"{template.description or ''} Terms chosen for how "
+                            "well they tell its documents from similar ones.".strip()}))
 
     def _choose_controls(self, pending: list[_Pending], pool: Sequence[str]) -> None:
         """Each feature's control: the first label of another feature (this batch or `pool`)."""

@@ -116,13 +116,11 @@ def top_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int, min
 
 
 def candidate_term_lists(topic: list[str], near: list[str], n_terms: int) -> list[list[str]]:
-    """Term lists to try as labels, the plain top `n_terms` topic terms first: topic terms of
-    every length, single terms, and topic terms with the terms that set the feature apart."""
-    out = [topic[:n_terms], *(topic[:n] for n in range(1, len(topic) + 1)), *([t] for t in topic[1:])]
-    for t in near[:3]:
-        out += [[t], [topic[0], t], [*topic[:2], t]]
-    if len(near) >= 2:
-        out += [near[:2], [topic[0], *near[:2]], near[:3]]
+    """Term lists to try as labels, the plain top `n_terms` topic terms first, then the top term
+    alone and with the term that best sets the feature apart from its nearest documents."""
+    out = [topic[:n_terms], topic[:1]]
+    if near:
+        out += [[topic[0], near[0]]]
     return out
 
 
@@ -134,8 +132,9 @@ class KeywordsBackend(Backend, FamilyNamer):
     model = None
     prompt_version = "log-odds-dirichlet.v2"
 
-    def __init__(self, index: TermIndex | None = None, *, n_terms: int = 3, alpha0: float = 100.0) -> None:
-        self.index, self.n_terms, self.alpha0 = index, n_terms, alpha0
+    def __init__(self, index: TermIndex | None = None, *, n_terms: int = 3, alpha0: float = 100.0,
+                 pool_terms: int = 12) -> None:
+        self.index, self.n_terms, self.alpha0, self.pool_terms = index, n_terms, alpha0, pool_terms
 
     def _index_for(self, request: NamingRequest) -> tuple[TermIndex, NamingRequest]:
         """The corpus index when the request names documents by position, else one of its texts."""
@@ -167,11 +166,11 @@ class KeywordsBackend(Backend, FamilyNamer):
         """Candidates of several lengths from two contrasts: the feature's topic (against random
         documents) and what sets it apart from its nearest non-activating documents. The first is
         the plain top terms; the Namer picks among them on the evidence documents."""
-        topic = self.keywords(request, self.n_terms + 2)
+        topic = self.keywords(request, self.pool_terms)
         if not topic:
             raise BackendOutputError(f"feature {request.feature}: no term is more frequent in its "
                                      "activating documents than elsewhere")
-        near = [t for t in self.contrast(request, 4, hard=True) if t not in topic]
+        near = [t for t in self.contrast(request, self.pool_terms, hard=True) if t not in topic]
         why = f"Documents with {', '.join(topic)} more often than the non-activating documents."
         cands, seen = [], set()
         for words in candidate_term_lists(topic, near, self.n_terms):
@@ -180,7 +179,8 @@ class KeywordsBackend(Backend, FamilyNamer):
                 seen.add(label)
                 text = why if not set(words) - set(topic) else f"{why} Unlike similar documents: {', '.join(near[:3])}."
                 cands.append(LabelCandidate(label=label, description=text))
-        return NamingResult(cands, None, self.prompt_version)
+        # the terms themselves, for the Namer to compose labels from on the evidence documents
+        return NamingResult(cands, None, self.prompt_version, extra={"terms": [*topic, *near]})
 
     async def name_family(self, request: FamilyRequest) -> NamingResult:
         """The terms of the parent's label, ordered by how many children's labels share them."""
