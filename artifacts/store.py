@@ -2,7 +2,8 @@
 
 Every write goes to a temporary name beside the target and is renamed into place only
 once complete, so a reader never sees half a file and a killed writer leaves at most a
-`.tmp-*` file behind (removed by `sweep_temporaries`).
+`.tmp-*` file behind (removed by `sweep_temporaries`). On S3 (s3fs) the rename is a
+server-side copy and delete: the same guarantee, since an object appears only when complete.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import fsspec
 from contracts.artifacts import ArtifactInfo
 
 _TMP_MARK = ".tmp-"
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az"})
 
 
 class ArtifactWriter(io.RawIOBase):
@@ -53,8 +55,13 @@ class ArtifactStore:
         if "://" not in root:
             root = Path(root).expanduser().resolve().as_uri()
         self.root = root.rstrip("/")
-        self.fs, self._root_path = fsspec.core.url_to_fs(self.root, **storage_options)
         self.protocol = self.root.split("://", 1)[0]
+        if self.protocol in OBJECT_STORES:
+            # Other processes write here too: a cached listing would hide their files (a shard
+            # another worker finished would look missing). Credentials and AWS_ENDPOINT_URL come
+            # from the environment, as botocore reads them.
+            storage_options.setdefault("use_listings_cache", False)
+        self.fs, self._root_path = fsspec.core.url_to_fs(self.root, **storage_options)
         if self.protocol == "file":
             self.fs.makedirs(self._root_path, exist_ok=True)
 
