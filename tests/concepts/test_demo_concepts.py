@@ -1,5 +1,6 @@
-"""The demo's two concepts: a probe on confirmed vs suspected bronchiolitis, and the expression a
-clinician would write, whose two features are found from the training split; made once."""
+"""The demo's two concepts: a probe for confirmed bronchiolitis (not suspected, not other
+conditions), and the expression a clinician would write, whose two features are found from the
+training split; each made once."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ async def test_demo_concepts_on_a_run_with_the_demo_labels(app, client, auth, la
                                                                         "expression")
     # F0 fires on every bronchiolitis note, F1 on the suspected ones: the query writes itself, by name.
     assert expr["expression"] == 'label:"bronchiolite" > 0 AND NOT label:"sospetto" > 0'
-    assert expr["metrics"]["f1"] > 0.8 and probe["metrics"]["f1"] > 0.8
-    assert probe["examples"]["labels"] == {"positive": ["bronchiolitis:confirmed"],
-                                           "negative": ["bronchiolitis:suspected"]}
+    assert expr["metrics"]["f1"] > 0.9 and probe["metrics"]["f1"] > 0.7  # linear: "F0 but not F1" only roughly
+    assert probe["examples"]["labels"] == {"positive": ["bronchiolitis:confirmed"], "negative": []}
+    assert probe["metrics"]["n_test"] == 100  # a quarter of every note: confirmed against all the others
     again = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
     assert again == ids
     assert (await client.get("/api/v1/concepts", headers=auth)).json()["total"] == 2

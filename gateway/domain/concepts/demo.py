@@ -1,7 +1,11 @@
-"""The demo's two ready concepts on its SAE run, for "confirmed, not suspected, bronchiolitis":
-a sparse probe trained on the corpus's labels, and a saved expression a person could have written,
-`<bronchiolitis feature> AND NOT <suspicion feature>`, with its two features picked from the
-training split of the same labels (so the held-out figures of both are honest)."""
+"""The demo's two ready concepts on its SAE run, for "every note with a confirmed bronchiolitis,
+not the suspected ones": a sparse probe trained on the corpus's labels, and a saved expression a
+person could have written, `<bronchiolitis feature> AND NOT <suspicion feature>`, with its two
+features picked on the training split (so the held-out figures of both are honest).
+
+Positive: `bronchiolitis:confirmed`; negative: every other note, the suspected bronchiolitis ones
+among them. A probe trained on confirmed against suspected notes alone would never have seen the
+other conditions, and applied to the whole corpus would match most of them."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_l
 CONFIRMED, SUSPECTED = "bronchiolitis:confirmed", "bronchiolitis:suspected"
 PROBE_NAME = "Confirmed bronchiolitis (probe)"
 EXPRESSION_NAME = "Confirmed bronchiolitis (expression)"
-EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED], negative=[SUSPECTED]))
+EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED]))
 
 
 def _reference(space: SearchSpace, index: int) -> str:
@@ -36,16 +40,17 @@ def _reference(space: SearchSpace, index: int) -> str:
     return f"F{index}"
 
 
-def demo_expression(space: SearchSpace, bronchiolitis: np.ndarray, train: np.ndarray, y_train: np.ndarray) -> str:
+def demo_expression(space: SearchSpace, bronchiolitis: np.ndarray, confirmed: np.ndarray, suspected: np.ndarray) -> str:
     """The topic feature: best F1 at firing for bronchiolitis notes (any status) against all others;
-    the hedge feature: the largest gap in firing rate, suspected minus confirmed, on the training split."""
+    the hedge feature: the largest gap in firing rate, suspected minus confirmed notes (both taken
+    from the training split)."""
     fires = space.codes.copy()
     fires.data = (fires.data > 0).astype(np.float32)  # [docs, n] 0/1, CSC
     tp = np.asarray(fires[bronchiolitis].sum(0)).ravel()
     f1 = 2 * tp / (len(bronchiolitis) + np.asarray(fires.sum(0)).ravel() + 1e-9)
     topic = int(np.argmax(f1))
     rate = lambda rows: np.asarray(fires[rows].sum(0)).ravel() / max(len(rows), 1)  # noqa: E731
-    gap = rate(train[y_train == 0]) - rate(train[y_train == 1])
+    gap = rate(suspected) - rate(confirmed)
     gap[topic] = -np.inf
     hedge = int(np.argmax(gap))
     return f"{_reference(space, topic)} > 0 AND NOT {_reference(space, hedge)} > 0"
@@ -55,10 +60,12 @@ def _plan(state: Any, sae_run_id: int) -> str:
     with session_scope(state.factory) as session:
         data = run_data(session, state.store, sae_run_id)
         labelled = labelled_documents(session, data.dataset, EXAMPLES)
-        bronchiolitis = np.array(sorted(p for p, labels in repo.document_labels(session, dataset_id=data.dataset.id)
-                                        if CONFIRMED in labels or SUSPECTED in labels))
-    split = labelled.split(EXAMPLES)
-    return demo_expression(data.space, bronchiolitis, labelled.positions[split.train], labelled.y[split.train])
+        labels = dict(repo.document_labels(session, dataset_id=data.dataset.id))
+    train = labelled.positions[labelled.split(EXAMPLES).train]
+    confirmed = np.array([p for p in train if CONFIRMED in labels.get(int(p), [])], dtype=np.int64)
+    suspected = np.array([p for p in train if SUSPECTED in labels.get(int(p), [])], dtype=np.int64)
+    bronchiolitis = np.array(sorted(p for p, ls in labels.items() if CONFIRMED in ls or SUSPECTED in ls))
+    return demo_expression(data.space, bronchiolitis, confirmed, suspected)
 
 
 async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal) -> list[int]:
@@ -68,8 +75,8 @@ async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal
         ids = {n: c.id for n, c in existing.items() if c is not None}
     if PROBE_NAME not in ids:
         body = ConceptCreate(sae_run_id=sae_run_id, name=PROBE_NAME, kind="probe", examples=EXAMPLES,
-                             description="L1 logistic regression on the SAE features: confirmed against suspected "
-                                         "bronchiolitis notes (the corpus's labels).")
+                             description="L1 logistic regression on the SAE features: notes labelled with a confirmed "
+                                         "bronchiolitis against every other note, suspected ones included.")
         ids[PROBE_NAME] = await create_concept(state, body, principal, None)
     if EXPRESSION_NAME not in ids:
         expression = await asyncio.to_thread(_plan, state, sae_run_id)
