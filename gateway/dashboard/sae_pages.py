@@ -193,9 +193,14 @@ def family_tree(members: list[Any]) -> list[dict[str, Any]]:
 @router.get("/sae-runs/{run_id}/families", response_class=HTMLResponse)
 def families_page(
     request: Request, run_id: int, session: SessionDep, iteration: Annotated[int, Query(ge=0)] = 0,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0)] = 0, family: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
+    """`family=ID` opens the page of its iteration that holds that family (links from a feature)."""
     run = sae_run_or_404(session, run_id)
+    target = feature_repo.families_by_id(session, family_ids=[family]) if family is not None else []
+    if target and target[0].sae_run_id == run.id:
+        iteration = target[0].iteration
+        offset = feature_repo.family_rank(session, family=target[0]) // FAMILIES_PER_PAGE * FAMILIES_PER_PAGE
     counts = feature_repo.family_counts(session, sae_run_id=run.id)
     fams = feature_repo.list_families(session, sae_run_id=run.id, iteration=iteration, limit=FAMILIES_PER_PAGE,
                                       offset=offset)  # largest first
@@ -205,7 +210,7 @@ def families_page(
     info = {i: {"density": f.density, "label": best.label if best else None, "reliable": best.reliable if best else None}
             for i, (f, best) in found.items()}
     ctx = {**crumbs(session, run), "families": [{"family": f, "tree": family_tree(members[f.id])} for f in fams],
-           "iterations": sorted(counts), "iteration": iteration, "info": info,
+           "iterations": sorted(counts), "iteration": iteration, "info": info, "open_family": family,
            "pager": Pager(offset=offset, limit=FAMILIES_PER_PAGE, total=counts.get(iteration, 0))}
     return render(request, "pages/families.html", ctx)
 

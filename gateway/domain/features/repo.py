@@ -102,6 +102,14 @@ def family_counts(session: Session, *, sae_run_id: int) -> dict[int, int]:
     return {it: n for it, n in session.execute(stmt)}
 
 
+def family_rank(session: Session, *, family: Family) -> int:
+    """How many families of its run and iteration come before it in list_families' order."""
+    before = (Family.size > family.size) | ((Family.size == family.size) & (Family.id < family.id))
+    stmt = (select(func.count()).select_from(Family)
+            .where(Family.sae_run_id == family.sae_run_id, Family.iteration == family.iteration, before))
+    return session.scalar(stmt) or 0
+
+
 def families_by_id(session: Session, *, family_ids: list[int]) -> list[Family]:
     return list(session.scalars(select(Family).where(Family.id.in_(family_ids)).order_by(Family.iteration, Family.id)))
 
