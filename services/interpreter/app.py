@@ -26,26 +26,31 @@ from services.interpreter.scoring import EmbedFn
 
 
 class CorpusCache:
-    """The last `size` corpora (vectors, codes, term index) used, by their artifact references."""
+    """The last `size` corpora (vectors, codes) used, by their artifact references, and each one's
+    term index, built the first time a back-end needs it (the feature page's examples do not)."""
 
     def __init__(self, store: ArtifactStore, size: int) -> None:
         self.store, self.size = store, size
-        self._items: OrderedDict[str, tuple[Corpus, TermIndex]] = OrderedDict()
+        self._items: OrderedDict[str, Corpus] = OrderedDict()
+        self._terms: dict[str, TermIndex] = {}
         self._lock = threading.Lock()  # requests load in worker threads: one corpus loaded once
 
-    def get(self, ref: CorpusRef) -> tuple[Corpus, TermIndex]:
+    def get(self, ref: CorpusRef) -> Corpus:
         key = ref.model_dump_json()
         with self._lock:
-            return self._get(key, ref)
+            if key not in self._items:
+                self._items[key] = load_corpus(self.store, ref)
+                while len(self._items) > self.size:
+                    self._terms.pop(self._items.popitem(last=False)[0], None)
+            self._items.move_to_end(key)
+            return self._items[key]
 
-    def _get(self, key: str, ref: CorpusRef) -> tuple[Corpus, TermIndex]:
-        if key not in self._items:
-            corpus = load_corpus(self.store, ref)
-            self._items[key] = (corpus, TermIndex(corpus.text(p) for p in range(corpus.n_docs)))
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        self._items.move_to_end(key)
-        return self._items[key]
+    def terms(self, ref: CorpusRef) -> tuple[Corpus, TermIndex]:
+        corpus, key = self.get(ref), ref.model_dump_json()
+        with self._lock:
+            if key not in self._terms:
+                self._terms[key] = TermIndex(corpus.text(p) for p in range(corpus.n_docs))
+            return corpus, self._terms[key]
 
 
 def create_app(settings: InterpreterSettings | None = None, *, embed_texts: EmbedFn | None = None,
@@ -80,7 +85,7 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
 
     async def load(request: Request, ref: CorpusRef) -> Corpus:
         try:  # reading the artifacts and indexing terms is blocking work: off the event loop
-            return (await asyncio.to_thread(request.app.state.corpora.get, ref))[0]
+            return await asyncio.to_thread(request.app.state.corpora.get, ref)
         except FileNotFoundError as exc:
             raise HTTPException(404, f"corpus: artifact not found: {exc}") from exc
         except ValueError as exc:
@@ -93,7 +98,7 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
     @app.post("/interpret", response_model=InterpretResult, dependencies=[Depends(require_token)])
     async def interpret(body: InterpretRequest, request: Request) -> InterpretResult:
         corpus = await load(request, body.corpus)
-        index = request.app.state.corpora.get(body.corpus)[1]
+        index = (await asyncio.to_thread(request.app.state.corpora.terms, body.corpus))[1]
         if body.feature >= corpus.n_features:
             raise HTTPException(422, f"feature: {body.feature} is not below n = {corpus.n_features}")
         if body.scoring.detection and body.backend.backend == "keywords":
