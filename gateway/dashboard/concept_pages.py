@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from gateway.dashboard.charts import Series, line_chart_svg
 from gateway.dashboard.views import check_csrf, render
+from gateway.db import session_scope
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.apply import start_apply
@@ -82,6 +83,6 @@ async def apply(request: Request, concept_id: int, principal: CurrentUser, rid: 
         await start_apply(request.app.state, concept_id, principal, rid)
     except ConceptInputError as exc:
         return render(request, "partials/_flash.html", {"error": exc.message}, status_code=exc.status_code)
-    with request.app.state.factory() as session:
+    with session_scope(request.app.state.factory) as session:  # sees the job just submitted
         return render(request, "partials/_concept_apply.html",
                       apply_context(session, concept_or_404(session, concept_id)))

@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from contracts.catalog import ErrorOut
 from contracts.concepts import ConceptCreate, ConceptList, ConceptMetrics, ConceptOut, EvaluateRequest
 from contracts.jobs import JobOut
+from gateway.db import session_scope
 from gateway.deps import CurrentKey, RequestId, SessionDep
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.apply import start_apply
@@ -28,7 +29,8 @@ async def new_concept(body: ConceptCreate, request: Request, principal: CurrentK
     regression on the run's codes, C by cross-validation, trained on the training split of its
     `examples` and scored on the held-out split. An expression error is a 422 with its line and column."""
     concept_id = await create_concept(request.app.state, body, principal, rid)
-    with request.app.state.factory() as session:
+    # A fresh session: the request's own began before the concept was committed (SQLite snapshots).
+    with session_scope(request.app.state.factory) as session:
         return concept_out(session, get_or_404(session, concept_id))
 
 
