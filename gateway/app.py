@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.middleware.sessions import SessionMiddleware
 
 from artifacts import ArtifactStore
@@ -108,6 +108,20 @@ def _init_state(app: FastAPI, settings: GatewaySettings) -> None:
         app.state.runner = runner
 
 
+INT32_MAX = 2**31 - 1  # PostgreSQL INTEGER, the type of every id column
+
+
+def _out_of_range_param(request: Request) -> str | None:
+    """The first path or query parameter holding an integer past INT32_MAX, if any."""
+    for name, value in [*request.path_params.items(), *request.query_params.items()]:
+        try:
+            if abs(int(value)) > INT32_MAX:
+                return name
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
 def _error(status_code: int, detail: str, *, field: str | None = None, locator: str | None = None) -> JSONResponse:
     return JSONResponse({"detail": detail, "field": field, "locator": locator}, status_code=status_code)
 
@@ -140,6 +154,16 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return _error(exc.status_code if exc.status_code < 500 else 502, detail, field=exc.service)
+
+    @app.exception_handler(OverflowError)
+    @app.exception_handler(DataError)
+    async def number_out_of_range(request: Request, exc: Exception) -> JSONResponse:
+        # An id past the database's integer range (SQLite raises OverflowError, PostgreSQL
+        # "integer out of range"): the client's mistake, named where we can see it.
+        if isinstance(exc, DataError) and "out of range" not in str(exc.orig):
+            raise exc
+        field = _out_of_range_param(request)
+        return _error(422, f"{field or 'body'}: a number is out of range (at most {INT32_MAX})", field=field)
 
     @app.exception_handler(OperationalError)
     async def database_down(_: Request, exc: OperationalError) -> JSONResponse:
