@@ -22,6 +22,7 @@ from gateway.domain.auth.service import audit, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs import repo as job_repo
+from contracts.jobs import JobOut
 from gateway.domain.jobs.service import to_out
 from gateway.dashboard.views import Pager, check_csrf, login_page_response, render
 from gateway.uploads import UploadError
@@ -100,6 +101,28 @@ def jobs_page(request: Request, session: SessionDep, _: CurrentUser) -> Response
     active = any(j.status in ("queued", "running") for j in jobs)
     template = "partials/_jobs.html" if request.headers.get("hx-request") else "pages/jobs.html"
     return render(request, template, {"jobs": jobs, "total": total, "active": active})
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def job_progress(request: Request, job_id: str, session: SessionDep, _: CurrentUser) -> Response:
+    """One job's progress as a fragment that polls itself while the job runs."""
+    job = job_repo.get_job(session, job_id=job_id)
+    if job is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"job {job_id} not found")
+    return render(request, "partials/_job_progress.html", job_progress_context(to_out(job)))
+
+
+JOB_INTROS = {"interpret_run": "Naming the features:", "embedding_run": "Embedding:", "sae_run": "Training the SAE:",
+              "concept_apply": "Applying the concept:"}
+
+
+def job_progress_context(job: JobOut) -> dict[str, object]:
+    """What the progress fragment says, and where its 'done' link goes (from the job, never the URL)."""
+    ctx: dict[str, object] = {"job": job, "intro": JOB_INTROS.get(job.kind, f"{job.kind}:")}
+    run_id = job.payload.get("sae_run_id")
+    if job.kind == "interpret_run" and isinstance(run_id, int):
+        ctx.update(done_url=f"/sae-runs/{run_id}/features?sort=score", done_text="See the named features")
+    return ctx
 
 
 @router.post("/datasets/{dataset_id}/embed", response_class=HTMLResponse)

@@ -16,6 +16,7 @@ from contracts.interpret import BackendOptions, ReinterpretRequest
 from contracts.runs import SaeRunCreate
 from contracts.sae import SaeConfig
 from gateway.dashboard.charts import Bar, Series, bar_chart_svg, heatmap_svg, line_chart_svg
+from gateway.dashboard.pages import job_progress_context
 from gateway.dashboard.views import Pager, check_csrf, render
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
 from gateway.domain.datasets import repo as dataset_repo
@@ -228,7 +229,7 @@ async def start_naming(
         return render(request, "partials/_flash.html", {"error": exc.message}, status_code=422)
     except ValidationError as exc:
         return render(request, "partials/_flash.html", {"error": exc.errors()[0]["msg"]}, status_code=422)
-    return render(request, "partials/_flash_ok.html", {"message": f"Naming started: follow job {job.id} on the Jobs page."})
+    return render(request, "partials/_job_progress.html", job_progress_context(job))
 
 
 @router.post("/sae-runs/{run_id}/features/{index}/reinterpret", response_class=HTMLResponse)

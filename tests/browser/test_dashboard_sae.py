@@ -95,16 +95,10 @@ def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
         page.goto(run_url)
         page.select_option("#backend", "keywords")
         page.get_by_role("button", name="Name features").click()
-        page.wait_for_selector("#interpret-flash .ok")
-        job_id = page.locator("#interpret-flash .ok").inner_text().split("job ")[1].split(" ")[0]
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            job = httpx.get(f"{url}/api/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {key}"}).json()
-            if job["status"] in ("succeeded", "failed"):
-                break
-            time.sleep(0.5)
-        assert job["status"] == "succeeded", job
-        page.goto(f"{run_url}/features")
+        page.wait_for_selector("#interpret-flash .job-progress")  # live progress, polled in place
+        page.wait_for_selector("#interpret-flash .status-succeeded", timeout=240_000)
+        page.get_by_role("link", name="See the named features").click()
+        page.wait_for_url(re.compile(r"/features\?sort=score$"))
         labelled = page.locator("#features .label-ok, #features .label-unreliable")
         assert labelled.count() >= 5
         shot(page, "features-named")
