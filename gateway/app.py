@@ -10,6 +10,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DataError, OperationalError
 from starlette.middleware.sessions import SessionMiddleware
 
@@ -164,6 +166,12 @@ def _add_error_handlers(app: FastAPI) -> None:
             raise exc
         field = _out_of_range_param(request)
         return _error(422, f"{field or 'body'}: a number is out of range (at most {INT32_MAX})", field=field)
+
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def queue_down(_: Request, exc: Exception) -> JSONResponse:
+        log.error("queue unavailable", extra={"error": type(exc).__name__})
+        return _error(503, "the job queue (Redis) is unavailable; retry shortly", field="queue")
 
     @app.exception_handler(OperationalError)
     async def database_down(_: Request, exc: OperationalError) -> JSONResponse:

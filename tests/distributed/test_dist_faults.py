@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests.distributed.conftest import SAE_CONFIG, SHARD
 from tests.distributed.harness import Deployment, wait_until
 from tests.distributed.test_dist_pipeline import embed, import_dataset
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
-SHARD = 8
-SAE_CONFIG = {"expansion_factor": 2, "k": 8, "max_steps": 300, "batch_size": 32, "checkpoint_every_steps": 25}
 
 
 def artifacts_dir(dep: Deployment) -> Path:
@@ -67,9 +66,9 @@ def no_duplicate_artifacts(dep: Deployment, run_id: int, n_shards: int) -> None:
     assert sum("/embeddings/shard-" in uri for uri, _ in rows) == n_shards
 
 
-def test_sigkill_embedder_worker_resumes_from_its_shards(deployment: Deployment, notes_csv: Path) -> None:
-    dep = deployment
-    reference = dep.wait_done(f"/api/v1/embedding-runs/{start_embedding(dep, notes_csv)['id']}")
+def test_sigkill_embedder_worker_resumes_from_its_shards(deployment: Deployment, baseline: dict,
+                                                         notes_csv: Path) -> None:
+    dep, reference = deployment, baseline["embedding"]
     total = len(reference["result"]["shards"])
 
     run = start_embedding(dep, notes_csv)
@@ -105,18 +104,14 @@ def test_two_embedder_workers_share_a_run(deployment: Deployment, notes_csv: Pat
     no_duplicate_artifacts(dep, run["id"], total)
 
 
-def sae_run(dep: Deployment, embedding_run_id: int, **config: object) -> int:
-    resp = dep.post("/api/v1/sae-runs", json={"embedding_run_id": embedding_run_id, "config": {**SAE_CONFIG, **config}})
+def sae_run(dep: Deployment, embedding_run_id: int) -> int:
+    resp = dep.post("/api/v1/sae-runs", json={"embedding_run_id": embedding_run_id, "config": SAE_CONFIG})
     assert resp.status_code == 202, resp.text
     return resp.json()[0]["id"]
 
 
-def test_sigkill_sae_worker_resumes_from_its_checkpoint(deployment: Deployment, notes_csv: Path) -> None:
-    dep = deployment
-    emb = dep.wait_done(f"/api/v1/embedding-runs/{start_embedding(dep, notes_csv)['id']}")
-    # The same training with another checkpoint cadence (a new run, not the same job again).
-    reference = dep.wait_done(f"/api/v1/sae-runs/{sae_run(dep, emb['id'], checkpoint_every_steps=30)}")
-
+def test_sigkill_sae_worker_resumes_from_its_checkpoint(deployment: Deployment, baseline: dict) -> None:
+    dep, emb, reference = deployment, baseline["embedding"], baseline["sae"]
     run_id = sae_run(dep, emb["id"])
     folder = artifacts_dir(dep) / "sae-runs" / str(run_id)
     wait_for(lambda: list(folder.glob("checkpoint/latest.json")), 1)
@@ -200,3 +195,17 @@ def test_service_app_down_is_a_503_naming_it(deployment: Deployment, notes_csv: 
         dep.wait_healthy("embedder")
     assert resp.status_code == 503, resp.text
     assert resp.json()["field"] == "embedder" and "embedder service is unavailable" in resp.json()["detail"]
+
+
+def test_redis_down_is_a_503_naming_the_queue(deployment: Deployment, baseline: dict) -> None:
+    dep = deployment
+    subprocess.run(["redis-cli", "-p", str(dep.redis_port), "shutdown"], capture_output=True)
+    dep.procs["redis"].popen.wait(timeout=20)
+    try:
+        resp = dep.post(f"/api/v1/sae-runs/{baseline['sae']['id']}/interpretations",
+                        json={"backends": [{"backend": "keywords"}], "features": [0]})
+    finally:
+        dep.procs["redis"].start()
+        wait_until(dep.redis_ping, 20, "redis after restart")
+    assert resp.status_code == 503, resp.text
+    assert resp.json()["field"] == "queue"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.distributed.conftest import N_NOTES
 from tests.distributed.harness import Deployment
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
-SMALL_SAE = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
 
 
 def import_dataset(dep: Deployment, csv: Path) -> dict:
@@ -27,17 +27,12 @@ def embed(dep: Deployment, dataset_id: int, **spec: object) -> dict:
     return resp.json()
 
 
-def test_pipeline_end_to_end(deployment: Deployment, notes_csv: Path) -> None:
+def test_pipeline_end_to_end(deployment: Deployment, baseline: dict, notes_csv: Path) -> None:
+    """Import, embed and train come from the `baseline` fixture (shared with the fault tests)."""
     dep = deployment
-    ds = import_dataset(dep, notes_csv)
-    run = dep.wait_done(f"/api/v1/embedding-runs/{embed(dep, ds['id'], shard_size=64)['id']}")
-    assert run["status"] == "succeeded", dep.logs()
-    assert run["n_documents"] == ds["n_documents"]
-
-    resp = dep.post("/api/v1/sae-runs", json={"embedding_run_id": run["id"], "config": SMALL_SAE})
-    assert resp.status_code == 202, resp.text
-    sae = dep.wait_done(f"/api/v1/sae-runs/{resp.json()[0]['id']}")
-    assert sae["status"] == "succeeded", dep.logs()
+    ds, run, sae = baseline["dataset"], baseline["embedding"], baseline["sae"]
+    assert run["n_documents"] == ds["n_documents"] == N_NOTES
+    assert sae["metrics"]["fvu"] < 1.0
 
     densest = dep.get(f"/api/v1/sae-runs/{sae['id']}/features?sort=density&limit=12").json()["items"]
     resp = dep.post(f"/api/v1/sae-runs/{sae['id']}/interpretations",
