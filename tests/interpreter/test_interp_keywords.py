@@ -35,9 +35,16 @@ EN_NEG = [
 def test_tokeniser_folds_accents_drops_stop_words_and_elisions():
     assert fold("Attività") == "attivita"
     got = terms("Nell'attività dell'ospedale; la febbre")
-    assert got == ["attivita", "ospedale", "febbre"]  # a stop-word or punctuation ends a phrase
+    # stop-words inside a phrase only, never first or last; punctuation ends a phrase
+    assert got == ["attivita", "ospedale", "attivita dell ospedale", "febbre"]
     assert "terapia intensiva" in terms("in terapia intensiva")
     assert "the" not in terms("the seizure") and "della" not in terms("della febbre")
+    assert "trauma cranico minore" in terms("un trauma cranico minore.")
+    assert "infection of the bladder" in terms("An infection of the bladder")
+    assert not any(len(t.split()) > 4 for t in terms("one two three four five six seven"))
+    assert "fever cough" not in terms("fever,cough") and "fever cough" not in terms("fever, cough") and "type diabetes" not in terms("type 2 diabetes")
+    index = TermIndex(["Nell'attività dell'ospedale", "l'attività dell'ospedale"], min_df=1)
+    assert index.display("attivita dell ospedale") == "attività dell'ospedale"
 
 
 @pytest.mark.anyio
@@ -45,7 +52,7 @@ async def test_italian_label_is_the_known_term_written_with_its_accent():
     backend = KeywordsBackend()
     result = await backend.name_feature(NamingRequest(0, IT_POS, IT_NEG))
     assert result.candidates[0].label.split(", ")[0] == "bronchiolite"
-    assert result.model is None and result.prompt_version == "log-odds-dirichlet.v2"
+    assert result.model is None and result.prompt_version == "log-odds-dirichlet.v3"
     # accents: the term shows as written most often
     index = TermIndex(["attività respiratoria", "attività fisica", "attivita"], min_df=1)
     assert index.display("attivita") == "attività"

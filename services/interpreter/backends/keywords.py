@@ -1,22 +1,26 @@
 """The `keywords` back-end: no language model, contrastive term statistics.
 
-Terms (words and two-word phrases) are ranked by the log-odds ratio with an informative
-Dirichlet prior of Monroe, Colaresi & Quinn (2008), "Fightin' Words", eq. 16-22: with y_a, y_b
-the document frequencies of term w in the activating and non-activating sets, α_w = α0 · the
-term's share of the background corpus,
+Terms — content words and phrases of 2-4 words that start and end with a content word
+("antibiotic resistance", "trauma cranico minore", "infection of the bladder") — are ranked by
+the log-odds ratio with an informative Dirichlet prior of Monroe, Colaresi & Quinn (2008),
+"Fightin' Words", eq. 16-22: with y_a, y_b the document frequencies of term w in the activating
+and non-activating sets, α_w = α0 · the term's share of the background corpus,
 
     δ_w = log((y_a+α_w) / (n_a+α0-y_a-α_w)) - log((y_b+α_w) / (n_b+α0-y_b-α_w)),
     z_w = δ_w / sqrt(1/(y_a+α_w) + 1/(y_b+α_w)),
 
-and the label is the top terms by z. Italian and English: text is lower-cased, compared
-without accents (so "attività" and "attivita" are one term, shown in its commonest written
-form), split at apostrophes (so "dell'ospedale" gives "ospedale"), stop-words dropped.
+Candidates, each read like a name: the best phrase alone, the top terms, and short extractive
+spans of the activating excerpts (centred on the chunk that drives the feature) that hold the
+most top terms. Italian and English: text is lower-cased, compared without accents (so
+"attività" and "attivita" are one term, shown in its commonest written form), split at
+apostrophes (so "dell'ospedale" gives "ospedale"), stop-words never start or end a term.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -28,6 +32,11 @@ from services.interpreter.backends.base import (Backend, BackendOutputError, Fam
 from services.interpreter.backends.stopwords import STOP_WORDS
 
 _WORD = re.compile(r"[^\W\d_]{2,}")
+_SENTENCE_END = re.compile(r"[.;:!?()\[\]{}\n]")
+MAX_NGRAM = 4
+"""Longest phrase, in words (stop-words inside included)."""
+SPAN_WORDS = 8
+"""Longest extractive span, in words: a label stays short enough to read as a name."""
 
 
 def fold(text: str) -> str:
@@ -36,26 +45,59 @@ def fold(text: str) -> str:
     return "".join(c for c in text if not unicodedata.combining(c))
 
 
-def terms(text: str, surfaces: dict[str, Counter[str]] | None = None) -> list[str]:
-    """Content words (folded) and the two-word phrases of adjacent content words."""
-    out: list[str] = []
-    prev: str | None = None
+def _is_content(word: str) -> bool:
+    return len(word) >= 3 and word not in STOP_WORDS
+
+
+_WORD_INFO: dict[str, tuple[str, bool]] = {}
+"""surface (lower case) → (folded, content?): words recur, and folding is the tokeniser's cost."""
+
+
+def _word_info(surface: str) -> tuple[str, bool]:
+    info = _WORD_INFO.get(surface)
+    if info is None:
+        word = fold(surface)
+        info = (word, _is_content(word))
+        if len(_WORD_INFO) < 1_000_000:  # bounded: a corpus' vocabulary, not its text
+            _WORD_INFO[surface] = info
+    return info
+
+
+def tokens(text: str) -> list[tuple[str, str, int, int, bool, str]]:
+    """(folded word, surface, start, end, content?, gap before it) for each word of `text`; the gap is
+    the text between it and the previous word with spaces and apostrophes stripped ('' or ',' …)."""
+    out = []
     lowered, end = text.lower(), 0
     for match in _WORD.finditer(lowered):
         surface = match.group()
-        word = fold(surface)
-        if lowered[end:match.start()].strip(" '’"):  # punctuation between words ends a phrase
-            prev = None
-        end = match.end()
-        if word in STOP_WORDS or len(word) < 3:
-            prev = None
-            continue
+        word, content = _word_info(surface)
+        start, stop = match.span()
+        gap = lowered[end:start]
+        gap = "" if gap == " " else gap.strip(" '’\t")
+        if lowered[stop:stop + 1] in ("'", "’"):
+            surface += "'"  # elided article: shown glued to the next word ("dell'ospedale")
+        end = stop
+        out.append((word, surface, start, stop, content, gap))
+    return out
+
+
+def terms(text: str, surfaces: dict[str, Counter[str]] | None = None) -> list[str]:
+    """Content words (folded) and phrases of 2-MAX_NGRAM adjacent words (stop-words allowed inside,
+    never first or last, no punctuation or digit between them)."""
+    out: list[str] = []
+    toks = tokens(text)
+    seg_start = 0
+    for i, (word, surface, _, _, content, gap) in enumerate(toks):
+        if gap:
+            seg_start = i  # punctuation or a number between words ends a phrase
         if surfaces is not None:
             surfaces.setdefault(word, Counter())[surface] += 1
+        if not content:
+            continue
         out.append(word)
-        if prev is not None:
-            out.append(f"{prev} {word}")
-        prev = word
+        for j in range(max(seg_start, i - MAX_NGRAM + 1), i):
+            if toks[j][4]:
+                out.append(" ".join(t[0] for t in toks[j:i + 1]))
     return out
 
 
@@ -65,32 +107,37 @@ class TermIndex:
     def __init__(self, texts: Iterable[str], min_df: int = 2) -> None:
         self.surfaces: dict[str, Counter[str]] = {}
         vocab: dict[str, int] = {}
-        rows, cols = [], []
+        rows, cols = array("q"), array("q")  # compact: a corpus has ~10^3 (row, term) pairs a document
         n = 0
         for n, text in enumerate(texts, 1):
             ids = {vocab.setdefault(t, len(vocab)) for t in terms(text, self.surfaces)}
             rows.extend([n - 1] * len(ids))
             cols.extend(ids)
-        matrix = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(n, len(vocab)))
+        matrix = sp.csr_matrix((np.ones(len(rows), np.float32), (np.frombuffer(rows, np.int64),
+                                np.frombuffer(cols, np.int64))), shape=(n, len(vocab)))
         df = np.asarray(matrix.sum(0)).ravel()
         keep = np.flatnonzero(df >= min_df)
         names = np.array(list(vocab), dtype=object)
         self.vocab = names[keep]  # [V] folded terms
         self.matrix = matrix[:, keep].tocsr()  # [docs, V] 0/1
         self.background = df[keep]  # [V] document frequency in the corpus
+        self.prior = self.background / max(self.background.sum(), 1e-12)  # [V], cached for log_odds_z
 
     def counts(self, rows: Sequence[int]) -> np.ndarray:
         """[V] documents among `rows` containing each term."""
         return np.asarray(self.matrix[np.asarray(rows, dtype=np.int64)].sum(0)).ravel()
 
     def display(self, term: str) -> str:
-        return " ".join(self.surfaces[w].most_common(1)[0][0] if w in self.surfaces else w
-                        for w in term.split(" "))
+        """The term as most often written (accents, elisions: "dell'ospedale")."""
+        shown = [self.surfaces[w].most_common(1)[0][0] if w in self.surfaces else w for w in term.split(" ")]
+        return "".join(s + ("" if s.endswith("'") else " ") for s in shown).strip()
 
 
-def log_odds_z(y_a: np.ndarray, y_b: np.ndarray, background: np.ndarray, alpha0: float = 100.0) -> np.ndarray:
-    """Monroe et al. (2008) z-scores of the log-odds ratio, set a vs set b (all [V])."""
-    alpha = alpha0 * background / max(background.sum(), 1e-12)
+def log_odds_z(y_a: np.ndarray, y_b: np.ndarray, background: np.ndarray, alpha0: float = 100.0,
+               prior: np.ndarray | None = None) -> np.ndarray:
+    """Monroe et al. (2008) z-scores of the log-odds ratio, set a vs set b (all [V]); `prior` is
+    background / background.sum() when already known."""
+    alpha = alpha0 * (prior if prior is not None else background / max(background.sum(), 1e-12))
     n_a, n_b = y_a.sum(), y_b.sum()
     a = (y_a + alpha) / np.maximum(n_a + alpha0 - y_a - alpha, 1e-9)
     b = (y_b + alpha) / np.maximum(n_b + alpha0 - y_b - alpha, 1e-9)
@@ -98,43 +145,96 @@ def log_odds_z(y_a: np.ndarray, y_b: np.ndarray, background: np.ndarray, alpha0:
     return delta / np.sqrt(1.0 / (y_a + alpha) + 1.0 / (y_b + alpha))
 
 
-def top_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int, min_support: int) -> list[str]:
-    """The k best terms by z with enough support; a phrase hides its words and vice versa."""
-    chosen: list[str] = []
+def content_words(term: str) -> set[str]:
+    return {w for w in term.split(" ") if _is_content(w)}
+
+
+def ranked_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int,
+                 min_support: int) -> list[tuple[str, float]]:
+    """The k best (term, z) with z > 0 and enough support, best first (overlapping ones included)."""
     z = np.where(support >= min_support, z, -np.inf)
-    head = min(len(z), 40 * k)  # the k best surely lie among the 40k best by z: no full sort of V
+    head = min(len(z), k)  # argpartition: no full sort of V
     top = np.argpartition(-z, head - 1)[:head] if head < len(z) else np.arange(len(z))
-    for i in top[np.argsort(-z[top])]:
-        if len(chosen) == k or z[i] <= 0:
+    return [(str(vocab[i]), float(z[i])) for i in top[np.argsort(-z[top])] if z[i] > 0]
+
+
+def top_terms(ranked: Sequence[tuple[str, float]], k: int, *, phrases_only: bool = False) -> list[str]:
+    """The k best terms of `ranked`; a term hides the later ones sharing a content word with it."""
+    chosen: list[str] = []
+    used: set[str] = set()
+    for term, _ in ranked:
+        if len(chosen) == k:
             break
-        term = str(vocab[i])
-        words = set(term.split(" "))
-        if any(words & set(c.split(" ")) for c in chosen):
+        words = content_words(term)
+        if (phrases_only and " " not in term) or words & used:
             continue
         chosen.append(term)
+        used |= words
     return chosen
 
 
-def candidate_term_lists(topic: list[str], near: list[str], n_terms: int) -> list[list[str]]:
-    """Term lists to try as labels, the plain top `n_terms` topic terms first, then the top term
-    alone and with the term that best sets the feature apart from its nearest documents."""
-    out = [topic[:n_terms], topic[:1]]
-    if near:
-        out += [[topic[0], near[0]]]
+def _matches(toks: list, weights: dict[str, float]) -> list[tuple[int, int, str]]:
+    """(first token, last token, term) of every weighted term found in `toks`."""
+    out = []
+    for i, tok in enumerate(toks):
+        if not tok[4]:
+            continue
+        for j in range(i, min(len(toks), i + MAX_NGRAM)):
+            if j > i and toks[j][5]:
+                break  # punctuation inside: no term spans it
+            if toks[j][4]:
+                term = " ".join(t[0] for t in toks[i:j + 1])
+                if term in weights:
+                    out.append((i, j, term))
+    return out
+
+
+def best_span(text: str, weights: dict[str, float], max_words: int = SPAN_WORDS) -> tuple[float, str] | None:
+    """The stretch of at most `max_words` words of one sentence of `text` whose distinct weighted
+    terms sum highest (at least two content words), as written; None when there is none."""
+    toks = tokens(text)
+    matches = _matches(toks, weights)
+    sentence = np.cumsum([bool(_SENTENCE_END.search(t[5])) for t in toks]) if toks else []
+    best: tuple[float, int, int] | None = None
+    for a, (first, _, _) in enumerate(matches):
+        for last in sorted({m[1] for m in matches[a:] if m[0] >= first}):
+            if last - first + 1 > max_words or sentence[last] != sentence[first]:
+                continue
+            inside = {m[2] for m in matches if m[0] >= first and m[1] <= last}
+            if len(set().union(*map(content_words, inside))) < 2:
+                continue
+            score = sum(weights[t] for t in inside)
+            if best is None or score > best[0] or (score == best[0] and last - first < best[2] - best[1]):
+                best = (score, first, last)
+    if best is None:
+        return None
+    span = text[toks[best[1]][2]:toks[best[2]][3]]
+    return best[0], " ".join(span.split())
+
+
+def extractive_spans(texts: Iterable[str], weights: dict[str, float], k: int) -> list[str]:
+    """The k best spans (best_span of each text, best first, without repeats)."""
+    found = sorted((s for t in texts if (s := best_span(t, weights))), key=lambda s: -s[0])
+    out: list[str] = []
+    for _, span in found:
+        if len(out) < k and fold(span) not in {fold(o) for o in out}:
+            out.append(span)
     return out
 
 
 class KeywordsBackend(Backend, FamilyNamer):
     """Labels from contrastive keywords. With a TermIndex of the corpus, documents are looked up
-    by position (fast: no tokenising per feature); without, the request's texts are tokenised."""
+    by position (fast: no tokenising per feature); without, the request's texts are tokenised.
+    Extractive spans come from the request's activating texts (the Namer sends excerpts)."""
 
     name = "keywords"
     model = None
-    prompt_version = "log-odds-dirichlet.v2"
+    prompt_version = "log-odds-dirichlet.v3"
 
     def __init__(self, index: TermIndex | None = None, *, n_terms: int = 3, alpha0: float = 100.0,
-                 pool_terms: int = 12) -> None:
+                 pool_terms: int = 6, near_terms: int = 4, spans: int = 1, span_terms: int = 30) -> None:
         self.index, self.n_terms, self.alpha0, self.pool_terms = index, n_terms, alpha0, pool_terms
+        self.near_terms, self.spans, self.span_terms = near_terms, spans, span_terms
 
     def _index_for(self, request: NamingRequest) -> tuple[TermIndex, NamingRequest]:
         """The corpus index when the request names documents by position, else one of its texts."""
@@ -143,41 +243,53 @@ class KeywordsBackend(Backend, FamilyNamer):
         index = TermIndex([*request.activating, *request.non_activating], min_df=1)
         n_a = len(request.activating)
         return index, NamingRequest(request.feature, request.activating, request.non_activating,
-                                    activating_ids=range(n_a),
+                                    activating_ids=range(n_a), hard_negative_ids=(),
                                     non_activating_ids=range(n_a, n_a + len(request.non_activating)))
 
-    def contrast(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[str]:
-        """The k most contrastive terms of the activating documents, as written: against the
+    def ranked(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[tuple[str, float]]:
+        """The k most contrastive (folded term, z) of the activating documents: against the
         non-activating ones, or (hard) against the hard negatives only."""
         index, request = self._index_for(request)
         others = request.hard_negative_ids if hard else request.non_activating_ids
         if not others:
             return []
         y_a = index.counts(request.activating_ids)
-        z = log_odds_z(y_a, index.counts(others), index.background, self.alpha0)
+        z = log_odds_z(y_a, index.counts(others), index.background, self.alpha0, index.prior)
         min_support = max(2, int(0.1 * len(request.activating_ids)))
-        return [index.display(t) for t in top_terms(z, index.vocab, y_a, k, min_support)]
+        return ranked_terms(z, index.vocab, y_a, k, min_support)
+
+    def contrast(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[str]:
+        """The k most contrastive terms (none sharing a content word), as written."""
+        index, _ = self._index_for(request)
+        return [index.display(t) for t in top_terms(self.ranked(request, 10 * k, hard=hard), k)]
 
     def keywords(self, request: NamingRequest, k: int) -> list[str]:
         """The k most contrastive terms of activating vs non-activating documents, as written."""
         return self.contrast(request, k)
 
     async def name_feature(self, request: NamingRequest) -> NamingResult:
-        """Candidates of several lengths from two contrasts: the feature's topic (against random
-        documents) and what sets it apart from its nearest non-activating documents. The first is
-        the plain top terms; the Namer picks among them on the evidence documents."""
-        topic = self.keywords(request, self.pool_terms)
-        if not topic:
+        """Candidates, plainest first: the top terms, the best phrase, the top term alone and with
+        the term that sets the feature apart from its nearest documents, and extractive spans. The
+        Namer picks among them on the evidence documents."""
+        index, _ = self._index_for(request)
+        ranked = self.ranked(request, max(self.span_terms, 10 * self.pool_terms))
+        if not ranked:
             raise BackendOutputError(f"feature {request.feature}: no term is more frequent in its "
                                      "activating documents than elsewhere")
-        near = [t for t in self.contrast(request, self.pool_terms, hard=True) if t not in topic]
+        near_ranked = self.ranked(request, 10 * self.near_terms, hard=True)
+        topic = [index.display(t) for t in top_terms(ranked, self.pool_terms)]
+        near = [t for t in (index.display(t) for t in top_terms(near_ranked, self.near_terms)) if t not in topic]
+        phrase = [index.display(t) for t in top_terms(ranked, 1, phrases_only=True)]
+        weights = dict(ranked[: self.span_terms])
+        spans = extractive_spans(request.activating, weights, self.spans) if self.spans else []
         why = f"Documents with {', '.join(topic)} more often than the non-activating documents."
+        lists = [topic[: self.n_terms], phrase, topic[:1], [topic[0], *near[:1]], *([s] for s in spans)]
         cands, seen = [], set()
-        for words in candidate_term_lists(topic, near, self.n_terms):
+        for words in lists:
             label = ", ".join(words)
-            if label not in seen and len(label) <= 200:
+            if words and label not in seen and len(label) <= 200:
                 seen.add(label)
-                text = why if not set(words) - set(topic) else f"{why} Unlike similar documents: {', '.join(near[:3])}."
+                text = why if not set(words) & set(near) else f"{why} Unlike similar documents: {', '.join(near[:3])}."
                 cands.append(LabelCandidate(label=label, description=text))
         # the terms themselves, for the Namer to compose labels from on the evidence documents
         return NamingResult(cands, None, self.prompt_version, extra={"terms": [*topic, *near]})
