@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from contracts.interpret import (BackendOptions, EvidenceConfig, FamilyLabel, FeatureInterpretations,
                                  Interpretation, InterpretRequest, InterpretResult, ScoringConfig)
 from contracts.sae import FeatureFamily
 from services.interpreter.backends.base import (Backend, BackendError, FamilyNamer, FamilyRequest,
                                                 NamingRequest, with_retries)
-from services.interpreter.backends.keywords import KeywordsBackend, TermIndex
+from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, cut_excerpt, feature_rng, sample_evidence
 from services.interpreter.selection import greedy_terms
@@ -120,7 +121,13 @@ class Namer:
 
     # -- one batch --------------------------------------------------------------------------
     async def name_features(self, features: Sequence[int], control_pool: Sequence[str] = ()) -> list[FeatureInterpretations]:
-        """Every feature of `features` named by every back-end, scored; order kept."""
+        """Every feature of `features` named by every back-end, scored; order kept. BLAS runs on one
+        thread meanwhile: naming is thousands of small products, which a BLAS thread pool slows down
+        (7× on two busy cores) instead of speeding up."""
+        with threadpool_limits(limits=1, user_api="blas"):
+            return await self._name_features(features, control_pool)
+
+    async def _name_features(self, features: Sequence[int], control_pool: Sequence[str]) -> list[FeatureInterpretations]:
         pending = [self._evidence(f) for f in features]
         await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
                                for opts, be in self.backends))
@@ -222,6 +229,8 @@ class Namer:
                 have = {i.label for i in p.record.interpretations}
                 for chosen in greedy_terms(pos @ tv, neg @ tv):
                     label = ", ".join(terms[i] for i in chosen)
+                    if label_words(label) > LABEL_WORDS:
+                        break  # longer lists only grow
                     if label not in have:
                         have.add(label)
                         p.record.interpretations.append(template.model_copy(update={

@@ -35,8 +35,14 @@ _WORD = re.compile(r"[^\W\d_]{2,}")
 _SENTENCE_END = re.compile(r"[.;:!?()\[\]{}\n]")
 MAX_NGRAM = 4
 """Longest phrase, in words (stop-words inside included)."""
-SPAN_WORDS = 8
-"""Longest extractive span, in words: a label stays short enough to read as a name."""
+LABEL_WORDS = 8
+"""Longest label, in words (a term list's words together): short enough to read as a name."""
+SPAN_WORDS = LABEL_WORDS
+"""Longest extractive span, in words."""
+
+
+def label_words(label: str) -> int:
+    return len(label.replace(",", " ").split())
 
 
 def fold(text: str) -> str:
@@ -232,7 +238,7 @@ class KeywordsBackend(Backend, FamilyNamer):
     prompt_version = "log-odds-dirichlet.v3"
 
     def __init__(self, index: TermIndex | None = None, *, n_terms: int = 3, alpha0: float = 100.0,
-                 pool_terms: int = 6, near_terms: int = 4, spans: int = 1, span_terms: int = 30) -> None:
+                 pool_terms: int = 16, near_terms: int = 8, spans: int = 1, span_terms: int = 30) -> None:
         self.index, self.n_terms, self.alpha0, self.pool_terms = index, n_terms, alpha0, pool_terms
         self.near_terms, self.spans, self.span_terms = near_terms, spans, span_terms
 
@@ -287,7 +293,7 @@ class KeywordsBackend(Backend, FamilyNamer):
         cands, seen = [], set()
         for words in lists:
             label = ", ".join(words)
-            if words and label not in seen and len(label) <= 200:
+            if words and label not in seen and len(label) <= 200 and label_words(label) <= LABEL_WORDS:
                 seen.add(label)
                 text = why if not set(words) & set(near) else f"{why} Unlike similar documents: {', '.join(near[:3])}."
                 cands.append(LabelCandidate(label=label, description=text))
