@@ -64,8 +64,8 @@ class FittedProbe(NamedTuple):
         return np.flatnonzero(np.abs(self.coef).sum(0))
 
 
-def _fit_binary(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray,
-                max_iter: int) -> tuple[LogisticRegression, float, float, bool]:
+def _fit_binary(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray, max_iter: int,
+                one_se: bool) -> tuple[LogisticRegression, float, float, bool]:
     """(model, C, mean CV F1 at C, converged) for y in {0, 1}."""
     folds = max(min(CV_FOLDS, int(np.bincount(y).min())), 2)
     cv = LogisticRegressionCV(
@@ -79,7 +79,7 @@ def _fit_binary(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray,
         scores = np.asarray(cv.scores_).reshape(-1, len(cv.Cs_))  # [folds, Cs], Cs ascending
         mean, se = scores.mean(0), scores.std(0, ddof=1) / np.sqrt(scores.shape[0])
         best = int(np.argmax(mean))
-        chosen = int(np.flatnonzero(mean >= mean[best] - se[best])[0])
+        chosen = int(np.flatnonzero(mean >= mean[best] - se[best])[0]) if one_se else best
         c = float(cv.Cs_[chosen])
         model = LogisticRegression(C=c, l1_ratio=1.0, solver="liblinear", class_weight="balanced",
                                    max_iter=max_iter, random_state=seed).fit(x, y)
@@ -87,19 +87,20 @@ def _fit_binary(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray,
     return model, c, float(mean[chosen]), converged
 
 
-def fit_probe(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray = CS, max_iter: int = 500) -> FittedProbe:
+def fit_probe(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray = CS, max_iter: int = 500,
+              one_se: bool = True) -> FittedProbe:
     """L1 logistic regression (liblinear: exact L1, fast on sparse rows), classes weighted to
     balance, C by stratified k-fold CV on F1.
 
     C is the smallest whose mean CV score is within one standard error of the best (the
     "one-standard-error rule", Hastie et al., ESL 7.10): as good as the best within noise, with
-    fewer features, which is what makes a probe readable. More than two classes: one probe per
+    fewer features, which is what makes a probe readable (`one_se=False`: the best C). More than two classes: one probe per
     class against the rest (each its own C), as a concept per class would be; the class is the
     one with the largest decision value. A fit that does not converge is kept and flagged.
     """
     classes = np.unique(y)
     targets = [y == classes[1]] if len(classes) == 2 else [y == c for c in classes]
-    fits = [_fit_binary(x, t.astype(np.int8), seed=seed, cs=cs, max_iter=max_iter) for t in targets]
+    fits = [_fit_binary(x, t.astype(np.int8), seed=seed, cs=cs, max_iter=max_iter, one_se=one_se) for t in targets]
     coef = np.vstack([m.coef_ for m, *_ in fits]).astype(np.float64)  # [1 or classes, n]
     intercept = np.concatenate([m.intercept_ for m, *_ in fits]).astype(np.float64)
     return FittedProbe(coef, intercept, classes, float(np.mean([f[1] for f in fits])),
