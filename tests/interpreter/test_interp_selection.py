@@ -8,11 +8,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from contracts.interpret import BackendOptions, EvidenceConfig, FeatureInterpretations, Interpretation, ScoringConfig
+from contracts.interpret import (BackendOptions, EvidenceConfig, EvidenceIds, FeatureInterpretations, Interpretation,
+                                 ScoringConfig)
 from services.interpreter.backends.base import Backend, LabelCandidate, NamingRequest, NamingResult
 from services.interpreter.corpus import load_corpus
 from services.interpreter.evidence import sample_evidence
-from services.interpreter.naming import Namer, _Pending
+from services.interpreter.naming import Namer, _first_per_backend, _names_first, _Pending
 from services.interpreter.scoring import auroc, auroc_columns
 
 from conftest import topic_embed  # noqa: E402
@@ -101,3 +102,18 @@ def test_vectorised_auroc_equals_the_scalar_one(p: int, q: int):
     pos = rng.integers(0, 4, (p, 5)).astype(float)  # ties on purpose
     neg = rng.integers(0, 4, (q, 5)).astype(float)
     np.testing.assert_allclose(auroc_columns(pos, neg), [auroc(pos[:, i], neg[:, i]) for i in range(5)])
+
+
+def test_a_name_close_to_the_best_term_list_is_kept_instead():
+    def interp(label: str, score: float, backend: str = "keywords") -> Interpretation:
+        return Interpretation(feature=0, label=label, backend=backend, evidence=EvidenceIds(activating=[1]),
+                              score_evidence=score)
+
+    close = [interp("otitis, ear, pain", 0.80), interp("acute otitis media", 0.79), interp("ear", 0.70)]
+    assert [i.label for i in _names_first(close, 0.02)][:2] == ["acute otitis media", "otitis, ear, pain"]
+    far = [interp("otitis, ear, pain", 0.80), interp("acute otitis media", 0.75)]
+    assert _names_first(far, 0.02)[0].label == "otitis, ear, pain"  # too far below: the list stays first
+    assert _names_first(close, 0.0)[0].label == "otitis, ear, pain"
+    mixed = [*far, interp("fever, cough", 0.9, "llamacpp"), interp("bronchiolitis", 0.89, "llamacpp")]
+    kept = _first_per_backend(_names_first(mixed, 0.02), 1)  # each back-end on its own
+    assert sorted(i.label for i in kept) == ["bronchiolitis", "otitis, ear, pain"]
