@@ -155,8 +155,8 @@ def main() -> None:
     url = create_pg_database()
     with tempfile.TemporaryDirectory(prefix="prisma-load-") as tmp:
         root = Path(tmp)
-        dep = Deployment(root=root, database_url=url, artifact_root=(root / "artifacts").as_uri(),
-                         extra_env={"PRISMA_LOG_LEVEL": "WARNING"})
+        # INFO logs as deployed (the access log included): the harness also waits on them.
+        dep = Deployment(root=root, database_url=url, artifact_root=(root / "artifacts").as_uri())
         try:
             dep.start_all()
             embedding, scale = scaling(dep, corpus_csv(args.limit))

@@ -70,8 +70,9 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
         same_site="strict",
         https_only=settings.cookie_secure,
     )
-    from gateway.middleware import RequestIdMiddleware
+    from gateway.middleware import ConcurrencyLimitMiddleware, RequestIdMiddleware
 
+    app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent_requests)
     app.add_middleware(RequestIdMiddleware)
     _add_error_handlers(app)
 

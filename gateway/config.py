@@ -57,6 +57,11 @@ class GatewaySettings(BaseSettings):
     log_level: str = Field(default="INFO", description="Root log level. Document text is never logged above DEBUG.")
     log_json: bool = Field(default=True, description="One JSON object per log line (False: human-readable).")
     cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (set behind HTTPS).")
+    max_concurrent_requests: int = Field(
+        default=24, ge=1,
+        description="Requests the gateway works on at once; more wait their turn. At most half the database "
+        "pool (a request may hold two connections).",
+    )
     job_lease_s: float = Field(
         default=30.0, gt=0,
         description="Seconds a worker holds a queued job without renewing it (`prisma worker`): a worker "

@@ -47,7 +47,9 @@ def get_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # 48 connections at most: two for each of the gateway's 24 concurrent requests (the default
+    # PRISMA_MAX_CONCURRENT_REQUESTS), within PostgreSQL's default of 100 for a gateway and its worker.
+    return create_engine(url, pool_pre_ping=True, pool_size=16, max_overflow=32)
 
 
 def session_factory(url: str) -> sessionmaker[Session]:

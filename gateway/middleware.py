@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -48,3 +49,23 @@ class RequestIdMiddleware:
                        "ms": round((time.perf_counter() - started) * 1000, 1)},
             )
             request_id_var.reset(token)
+
+
+class ConcurrencyLimitMiddleware:
+    """At most `limit` requests inside the app at once; the others wait their turn (never refused).
+
+    A request can hold two pooled database connections at once (its session, and a worker
+    thread's); with more requests in flight than the pool holds, every one of them waited for a
+    connection until the pool timed out (seen with 50 clients). `/health` is never held back.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.slots = asyncio.Semaphore(limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/health":
+            await self.app(scope, receive, send)
+            return
+        async with self.slots:
+            await self.app(scope, receive, send)

@@ -209,3 +209,22 @@ def test_redis_down_is_a_503_naming_the_queue(deployment: Deployment, baseline: 
         wait_until(dep.redis_ping, 20, "redis after restart")
     assert resp.status_code == 503, resp.text
     assert resp.json()["field"] == "queue"
+
+
+def test_many_concurrent_searches_do_not_starve_the_database_pool(deployment: Deployment, baseline: dict) -> None:
+    """60 at once (more than the pool's 48 connections, each request wanting two): all answered."""
+    import asyncio
+
+    import httpx
+
+    dep, sae_id = deployment, baseline["sae"]["id"]
+    body = {"mode": "expression", "expression": "F0 > 0 OR F1 > 0", "limit": 5}
+
+    async def burst() -> list[int]:
+        limits = httpx.Limits(max_connections=60)
+        async with httpx.AsyncClient(base_url=dep.url(), headers=dep.headers(), timeout=60, limits=limits) as c:
+            answers = await asyncio.gather(*(c.post(f"/api/v1/sae-runs/{sae_id}/search", json=body)
+                                             for _ in range(60)))
+        return [a.status_code for a in answers]
+
+    assert asyncio.run(burst()) == [200] * 60
