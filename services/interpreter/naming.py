@@ -44,6 +44,30 @@ class _Pending:
     """Per back-end, terms it offers to compose labels from (NamingResult.extra['terms'])."""
 
 
+class _OneBlasThread:
+    """BLAS on one thread while any naming batch runs: batches of one event loop interleave at their
+    awaits, so the limit is set by the first to enter and restored by the last to leave (nested
+    threadpool_limits would restore out of order and leave the process on one thread)."""
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.limiter: threadpool_limits | None = None
+
+    def __enter__(self) -> None:
+        if self.users == 0:
+            self.limiter = threadpool_limits(limits=1, user_api="blas")
+        self.users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.users -= 1
+        if self.users == 0 and self.limiter is not None:
+            self.limiter.restore_original_limits()
+            self.limiter = None
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
 class DrivingChunks:
     """Excerpts centred on each document's strongest chunk for a feature, as evidence.excerpts cuts
     them, with every chunk's k-th largest SAE pre-activation cached: a document recurs across the k
@@ -128,10 +152,11 @@ class Namer:
         """Every feature of `features` named by every back-end, scored; order kept. BLAS runs on one
         thread meanwhile: naming is thousands of small products, which a BLAS thread pool slows down
         (7× on two busy cores) instead of speeding up."""
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _ONE_BLAS_THREAD:
             return await self._name_features(features, control_pool)
 
-    async def _name_features(self, features: Sequence[int], control_pool: Sequence[str]) -> list[FeatureInterpretations]:
+    async def _name_features(self, features: Sequence[int],
+                             control_pool: Sequence[str]) -> list[FeatureInterpretations]:
         pending = [self._evidence(f) for f in features]
         await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
                                for opts, be in self.backends))

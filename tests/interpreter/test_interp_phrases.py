@@ -85,3 +85,36 @@ def test_driving_chunks_equal_the_per_document_search(seed: int):
             assert driving.span(p, feature) == strongest_chunk(corpus, p, feature), (feature, p)
     positions = list(range(corpus.n_docs))
     assert driving.excerpts(5, positions, 120) == excerpts(corpus, 5, positions, 120)
+
+
+@pytest.mark.anyio
+async def test_interleaved_naming_batches_leave_blas_threads_as_they_were(synthetic):
+    """Two batches awaiting each other's turns: BLAS is on one thread while either runs, and on its
+    own count again once both are done (whatever order they finish in)."""
+    import asyncio
+
+    from threadpoolctl import threadpool_info
+
+    from contracts.interpret import BackendOptions
+    from services.interpreter.corpus import load_corpus
+    from services.interpreter.naming import Namer
+
+    from conftest import topic_embed  # noqa: E402
+
+    def blas_threads() -> list[int]:
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    seen: list[list[int]] = []
+
+    async def slow_embed(texts: list[str]):
+        seen.append(blas_threads())
+        await asyncio.sleep(0.01)
+        return topic_embed(texts)
+
+    store, ref = synthetic
+    namer = Namer(load_corpus(store, ref), [(BackendOptions(backend="keywords"), KeywordsBackend())], slow_embed)
+    first, second = await asyncio.gather(namer.name_features([0, 1]), namer.name_features([2]))
+    assert [r.feature for r in first + second] == [0, 1, 2] and all(r.best is not None for r in first + second)
+    assert seen and all(set(s) == {1} for s in seen if s)
+    assert blas_threads() == before
