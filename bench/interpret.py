@@ -135,6 +135,11 @@ def summarise(records, seconds: float, n_features: int) -> dict:
         "evidence_score_mean": round(float(np.mean(ev)), 4) if (ev := [b.score_evidence for b in best
                                                                        if b.score_evidence is not None]) else None,
         "unreliable_fraction": round(1 - float(np.mean(flags)), 4) if flags else None,
+        "shown_label_kinds": {  # a term list "a, b, c", a single word, or a name of 2+ words (phrase or span)
+            "term_list": sum(", " in b.label for b in best), "word": sum(len(b.label.split()) == 1 for b in best),
+            "name_of_2_plus_words": sum(", " not in b.label and len(b.label.split()) > 1 for b in best)},
+        "name_examples": [{"feature": r.feature, "label": b.label, "score": round(b.score_embedding, 3)}
+                          for r, b in zip(named, best) if ", " not in b.label and len(b.label.split()) > 1][:12],
         "examples": [{"feature": r.feature, "n_activating": r.n_activating, "label": b.label,
                       "score": round(b.score_embedding, 3) if b.score_embedding is not None else None}
                      for r, b in list(zip(named, best))[:12]],
@@ -215,10 +220,14 @@ def main() -> None:
                      "label_embedder_threads": args.embed_threads, "batch_features": args.batch,
                      "term_index_seconds": round(index_s, 2),
                      "evidence": "defaults of EvidenceConfig (12 shown, 20+20 held out, half hard negatives)",
-                     "selection": "each back-end's candidates (keywords: plus term lists composed greedily) compared "
-                                  "by embedding AUROC on evidence documents only (up to 64 activating across ranks, "
-                                  "30 hard + 30 random negatives, never held out); the best one is kept and only it "
-                                  "is scored on the held-out documents",
+                     "candidates": "keywords: top terms (words and 2-4 word phrases by log-odds), the best phrase, "
+                                   "the top term, one extractive span (<= 8 words) of the driving-chunk excerpts, "
+                                   "and term lists composed greedily from 16 topic + 8 near terms; at most 8 a "
+                                   "feature, labels at most 8 words",
+                     "selection": "each back-end's candidates compared by embedding AUROC on evidence documents only "
+                                  "(up to 64 activating across ranks, 30 hard + 30 random negatives, never held "
+                                  "out); the best one is kept (a name rather than a term list when within 0.02) and "
+                                  "only it is scored on the held-out documents",
                      "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()],
                      "embedding_threshold": 0.65},
         "goals": {"keywords_features_per_min": 1000, "top_half_mean_score": 0.80, "control_mean_max": 0.55},
