@@ -171,6 +171,50 @@ def run_backend(namer_args: dict, name: str, features: list[int], batch: int) ->
     return out
 
 
+def ceiling(corpus, index, embed, features: list[int]) -> dict:
+    """How high text labels of the keywords kind can score: per feature a wide pool (its 8 top and 8
+    near terms alone, top × near pairs, 4 phrases, the 3 best spans of 5, 8 and 12 words), the held-out
+    AUROC of the one picked on the evidence documents (what naming may do) and of the best one on the
+    held-out documents themselves (an oracle, for this measurement only)."""
+    import itertools
+
+    import numpy as np
+
+    from contracts.interpret import EvidenceConfig
+    from services.interpreter.backends.base import NamingRequest
+    from services.interpreter.backends.keywords import KeywordsBackend, best_span, top_terms
+    from services.interpreter.evidence import excerpts, sample_evidence
+    from services.interpreter.scoring import auroc_columns
+
+    kb, pools = KeywordsBackend(index), []
+    for f in features:
+        ev = sample_evidence(corpus, f, EvidenceConfig(), pool=200)
+        req = NamingRequest(f, excerpts(corpus, f, ev.activating, 600), (), activating_ids=ev.pool_activating,
+                            non_activating_ids=ev.pool_non_activating, hard_negative_ids=ev.selection_hard)
+        ranked, near_r = kb.ranked(req, 60), kb.ranked(req, 60, hard=True)
+        topic, near = (([index.display(t) for t in top_terms(r, 8)]) for r in (ranked, near_r))
+        pool = {*topic, *near, *(index.display(t) for t in top_terms(ranked, 4, phrases_only=True))}
+        pool |= {f"{a}, {b}" for a, b in itertools.product(topic[:4], near[:4]) if a != b}
+        for words in (5, 8, 12):
+            spans = sorted((x for t in req.activating if (x := best_span(t, dict(ranked[:30]), words))), reverse=True)
+            pool |= {x[1] for x in spans[:3]}
+        pools.append((ev, sorted(pool)))
+    texts = sorted({t for _, pool in pools for t in pool})
+    vectors = dict(zip(texts, embed(texts)))
+    picked, oracle = [], []
+    for ev, pool in pools:
+        labels = np.stack([vectors[t] for t in pool]).T  # [d, L]
+        v = corpus.vectors
+        chosen = auroc_columns(v[ev.selection_activating] @ labels, v[ev.selection_hard + ev.selection_random] @ labels)
+        held = auroc_columns(v[ev.holdout_activating] @ labels, v[ev.holdout_non_activating] @ labels)
+        picked.append(held[int(np.argmax(chosen))])
+        oracle.append(held.max())
+    half = lambda a: round(float(np.sort(a)[::-1][: max(1, len(a) // 2)].mean()), 4)  # noqa: E731
+    return {"features": len(features), "candidates_per_feature": round(len(texts) / len(features), 1),
+            "picked_on_evidence": {"mean": round(float(np.mean(picked)), 4), "top_half_mean": half(picked)},
+            "oracle_picked_on_held_out": {"mean": round(float(np.mean(oracle)), 4), "top_half_mean": half(oracle)}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prepare-only", action="store_true")
@@ -182,6 +226,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="features named per batch (the job's batch_features)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     parser.add_argument("--embed-threads", type=int, default=1, help="torch threads of the label embedder")
+    parser.add_argument("--ceiling", type=int, default=0,
+                        help="also measure, on this many features, how high keywords-kind labels can score")
     args = parser.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     store = ArtifactStore(str(CACHE / "store"))
@@ -208,6 +254,9 @@ def main() -> None:
         if name != "keywords":  # an evenly spaced subset, by index (not chosen by score)
             feats = all_features[:: max(1, len(all_features) // args.llm_features)][: args.llm_features]
         results[name] = run_backend(namer_args, name, feats, args.batch)
+    if args.ceiling:
+        step = max(1, len(all_features) // args.ceiling)
+        results["keywords_ceiling"] = ceiling(corpus, index, embed, all_features[::step][: args.ceiling])
     out = {
         "benchmark": "interpret",
         "data": {"path": str(DATA), "documents": corpus.n_docs, "chunks": int(emb.n_chunks)},
