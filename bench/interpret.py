@@ -7,6 +7,7 @@ random-label control. Everything but the results is cached under /tmp/prisma-ben
 
 Usage: python bench/interpret.py [--prepare-only] [--backends keywords,llamacpp]
                                  [--llm-features 40] [--features 256] [--batch 64] [--out PATH]
+                                 [--embed-threads 1] [--ceiling 96]
 
 --features names an evenly spaced subset (by index, not by score) for quick iterations; only a
 full run (no --features) should be committed to bench/results/.
