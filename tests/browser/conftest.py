@@ -43,3 +43,12 @@ def shot(page, name: str) -> Path:  # noqa: ANN001
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """`prisma demo` (400 notes) with its pipeline finished: (url, key, concepts)."""
+    from tests.browser.demo import running_demo
+
+    with running_demo(tmp_path_factory.mktemp("demo")) as running:
+        yield running

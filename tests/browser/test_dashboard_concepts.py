@@ -7,99 +7,53 @@ from __future__ import annotations
 import csv
 import io
 import re
-import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
-from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-N_NOTES = 400
 
 
-def start_demo(data: Path, port: int, log: Path) -> tuple[subprocess.Popen, str]:
-    """`prisma demo` on a loopback port; returns the process and the key it prints."""
-    with log.open("wb") as out:  # the child keeps its own descriptor
-        proc = subprocess.Popen([PRISMA, "demo", "--port", str(port), "--n", str(N_NOTES)], cwd=REPO_ROOT,
-                                env=prisma_env(data, PRISMA_LOG_JSON="false"), stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        found = re.search(r"Key\s+(prisma_\S+)", log.read_text(errors="replace"))
-        if found:
-            return proc, found.group(1)
-        if proc.poll() is not None:
-            raise RuntimeError(f"prisma demo exited: {log.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.5)
-    proc.kill()
-    raise TimeoutError(log.read_text(errors="replace")[-3000:])
+def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
+    url, key = demo.url, demo.key
+    concepts = {c["name"]: c for c in demo.concepts}
+    assert set(concepts) == {"Confirmed bronchiolitis (probe)", "Confirmed bronchiolitis (expression)"}
+    login(page, url, key)
+    page.get_by_role("link", name="Concepts", exact=True).click()
+    page.wait_for_url(f"{url}/concepts")
+    page.get_by_role("link", name="Confirmed bronchiolitis (probe)").click()
+    page.wait_for_url(re.compile(r"/concepts/\d+$"))
+    assert page.locator("h1").inner_text().startswith("Confirmed bronchiolitis (probe)")
+    metrics = page.locator("#metrics")
+    for measure in ("Precision", "Recall", "F1"):
+        assert re.fullmatch(r"[01]\.\d{3}", metrics.locator(f"tr:has(th:text-is('{measure}')) td").inner_text())
+    cells = [int(t) for t in page.locator("#confusion td.num").all_inner_texts()]
+    assert len(cells) == 4 and sum(cells) > 10
+    assert page.locator("#pr-curve svg path.line").count() == 1
+    assert page.locator("#weights tbody tr").count() >= 1
+    assert page.locator(".tag", has_text="bronchiolitis:confirmed").count() == 1  # what it was trained on
+    shot(page, "concept")
 
+    page.click("#apply")
+    page.wait_for_selector("#export", timeout=120_000)  # the partial polled the job until it finished
+    n_matches = int(page.locator("#concept-apply strong").inner_text().replace(",", ""))
+    with page.expect_download() as download:
+        page.click("#export")
+    body = Path(download.value.path()).read_text(encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert list(rows[0]) == ["document_id", "external_id", "score", "matching_features", "labels", "metadata"]
+    assert len(rows) == n_matches > 0
+    assert all(r["external_id"].startswith("PED-") for r in rows)
+    confirmed = sum("bronchiolitis:confirmed" in r["labels"] for r in rows)
+    assert confirmed / len(rows) > 3 * 176 / 2000  # far above the corpus's share of confirmed notes
 
-def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:  # the demo's pipeline shares the server's process: answers can be slow meanwhile
-            items = httpx.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"},
-                              timeout=60).json()["items"]
-        except httpx.TimeoutException:
-            continue
-        if len(items) == 2:
-            return items
-        time.sleep(2)
-    raise TimeoutError("the demo made no concepts")
-
-
-def test_demo_concepts_metrics_and_csv(page, tmp_path: Path) -> None:  # noqa: ANN001
-    port = free_port()
-    proc, key = start_demo(tmp_path / "data", port, tmp_path / "demo.log")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        concepts = {c["name"]: c for c in wait_for_concepts(url, key)}
-        assert set(concepts) == {"Confirmed bronchiolitis (probe)", "Confirmed bronchiolitis (expression)"}
-        login(page, url, key)
-        page.get_by_role("link", name="Concepts", exact=True).click()
-        page.wait_for_url(f"{url}/concepts")
-        page.get_by_role("link", name="Confirmed bronchiolitis (probe)").click()
-        page.wait_for_url(re.compile(r"/concepts/\d+$"))
-        assert page.locator("h1").inner_text().startswith("Confirmed bronchiolitis (probe)")
-        metrics = page.locator("#metrics")
-        for measure in ("Precision", "Recall", "F1"):
-            assert re.fullmatch(r"[01]\.\d{3}", metrics.locator(f"tr:has(th:text-is('{measure}')) td").inner_text())
-        cells = [int(t) for t in page.locator("#confusion td.num").all_inner_texts()]
-        assert len(cells) == 4 and sum(cells) > 10
-        assert page.locator("#pr-curve svg path.line").count() == 1
-        assert page.locator("#weights tbody tr").count() >= 1
-        assert page.locator(".tag", has_text="bronchiolitis:confirmed").count() == 1  # what it was trained on
-        shot(page, "concept")
-
-        page.click("#apply")
-        page.wait_for_selector("#export", timeout=120_000)  # the partial polled the job until it finished
-        n_matches = int(page.locator("#concept-apply strong").inner_text().replace(",", ""))
-        with page.expect_download() as download:
-            page.click("#export")
-        body = Path(download.value.path()).read_text(encoding="utf-8")
-        rows = list(csv.DictReader(io.StringIO(body)))
-        assert list(rows[0]) == ["document_id", "external_id", "score", "matching_features", "labels", "metadata"]
-        assert len(rows) == n_matches > 0
-        assert all(r["external_id"].startswith("PED-") for r in rows)
-        confirmed = sum("bronchiolitis:confirmed" in r["labels"] for r in rows)
-        assert confirmed / len(rows) > 3 * 176 / 2000  # far above the corpus's share of confirmed notes
-
-        page.goto(f"{url}/concepts")
-        page.get_by_role("link", name="Confirmed bronchiolitis (expression)").click()
-        page.wait_for_url(re.compile(r"/concepts/\d+$"))
-        assert "AND NOT" in page.locator("pre.expr-source").inner_text()
-        assert page.locator("#metrics td.num").count() == 3 and page.locator("#confusion td.num").count() == 4
-        shot(page, "concept-expression")
-        assert page.console_errors == []
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    page.goto(f"{url}/concepts")
+    page.get_by_role("link", name="Confirmed bronchiolitis (expression)").click()
+    page.wait_for_url(re.compile(r"/concepts/\d+$"))
+    assert "AND NOT" in page.locator("pre.expr-source").inner_text()
+    assert page.locator("#metrics td.num").count() == 3 and page.locator("#confusion td.num").count() == 4
+    shot(page, "concept-expression")
+    assert page.console_errors == []
