@@ -4,9 +4,11 @@ the dense embedding it is read from, on Medical Abstracts (2,888 abstracts, 5 cl
 One run, one fixed stratified split (75 % train / 25 % test, seed 0), three classifiers:
   - feature probe: Prisma's probe (`gateway.domain.concepts.probe.fit_probe`: L1 logistic
     regression, liblinear, one probe per class against the rest, C by 5-fold CV with the
-    one-standard-error rule, classes balanced) on the TopK SAE codes (k = 32, expansion 8,
-    Prisma's trainer with its default schedule, 50 epochs, trained on the training split's
-    embeddings only); also with the best-CV C instead of the one-standard-error rule;
+    one-standard-error rule, classes balanced) on the document codes of a TopK SAE (k = 32,
+    expansion 8, Prisma's trainer, 2,000 steps at lr 3e-3) trained on the *training split's*
+    sentence vectors and document vectors only (~21k vectors: 2,166 document vectors alone are
+    too few for 3,072 latents — the same finding as bench/sae.py); also with the best-CV C
+    instead of the one-standard-error rule;
   - dense: L2 logistic regression on the 384-d embeddings, C by the same CV (macro-F1);
   - TF-IDF: L2 logistic regression on word 1-2-gram TF-IDF of the texts, C by the same CV.
 All three see the same training documents and are scored on the same held-out ones.
@@ -36,6 +38,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # sae_data: the sentence vectors bench/sae.py uses
 
 from contracts.sae import SaeConfig  # noqa: E402
 from gateway.domain.concepts.probe import fit_probe, heldout_split, macro_f1  # noqa: E402
@@ -72,9 +75,25 @@ def embed(texts: list[str]) -> tuple[np.ndarray, float]:
     return x, time.perf_counter() - t0
 
 
+SAE_STEPS, SAE_LR = 2000, 3e-3  # bench/sae.py's schedule for sentence + document vectors
+
+
+def sentence_vectors(texts: list[str], rows: np.ndarray) -> np.ndarray:
+    """[S, 384] sentence vectors of the documents `rows` (sentence-transformers MiniLM, cached)."""
+    from sae_data import _cached, split_sentences
+
+    sents, owner = [], []
+    for i, text in enumerate(texts):
+        pieces = split_sentences(text)
+        sents += pieces
+        owner += [i] * len(pieces)
+    x = _cached("medabs-sentences-minilm-l6", sents, 128)  # every sentence, embedded once
+    return x[np.isin(np.asarray(owner), rows)]
+
+
 def train_sae(x_train: np.ndarray, steps: int | None) -> tuple[SaeTrainer, float]:
-    """Prisma's trainer, k = 32, expansion 8; `steps` None: the default schedule (50 epochs)."""
-    cfg = SaeConfig(expansion_factor=8, k=32, max_steps=steps, seed=0, device="cpu")
+    """Prisma's trainer, k = 32, expansion 8, `steps` (default SAE_STEPS) at SAE_LR."""
+    cfg = SaeConfig(expansion_factor=8, k=32, max_steps=steps or SAE_STEPS, lr=SAE_LR, seed=0, device="cpu")
     trainer = SaeTrainer(torch.from_numpy(x_train), cfg, torch.device("cpu"))
     t0 = time.perf_counter()
     for _ in range(trainer.total_steps):
@@ -83,13 +102,16 @@ def train_sae(x_train: np.ndarray, steps: int | None) -> tuple[SaeTrainer, float
 
 
 def feature_probe(x: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray, steps: int | None,
-                  names: dict[int, str]) -> dict:
-    """An SAE on the training split's embeddings, then Prisma's probe on its codes (both C rules)."""
-    trainer, sae_s = train_sae(x[tr], steps)
+                  names: dict[int, str], sentences: np.ndarray) -> dict:
+    """An SAE on the training split's sentence and document vectors, then Prisma's probe on the
+    documents' codes (both C rules)."""
+    x_sae = np.ascontiguousarray(np.concatenate([sentences, x[tr]]).astype(np.float32))
+    trainer, sae_s = train_sae(x_sae, steps)
     codes = encode_all(trainer.sae, x)  # [docs, 3072] CSR, ≤ 32 non-zeros a row
     out = {"sae": {"n": trainer.sae.num_latents, "k": trainer.sae.k, "expansion_factor": 8,
                    "steps": trainer.total_steps, "batch_size": trainer.batch_size, "train_seconds": round(sae_s, 1),
-                   "fvu_train_last": round(trainer.curve[-1]["fvu"], 4), "trained_on": "training split only"}}
+                   "fvu_train_last": round(trainer.curve[-1]["fvu"], 4), "lr": SAE_LR,
+                   "trained_on": f"training split only: {len(sentences):,} sentence + {len(tr):,} document vectors"}}
     for key, one_se in (("one_standard_error", True), ("best_cv_C", False)):
         t0 = time.perf_counter()
         probe = fit_probe(codes[tr], y[tr], seed=0, one_se=one_se)
@@ -125,7 +147,8 @@ def run(sensitivity: list[int]) -> dict:
                           "train": len(tr), "test": len(te), "split": "stratified, 25 % held out, seed 0",
                           "embedder": "Prisma chunk-and-average, all-MiniLM-L6-v2, mean pooling, unit norm",
                           "embed_seconds": round(embed_s, 1) if embed_s else "cached"}}
-    probe = feature_probe(x, y, tr, te, None, names)
+    sentences = sentence_vectors(texts, tr)
+    probe = feature_probe(x, y, tr, te, None, names, sentences)
     out["sae"] = probe.pop("sae")
     out["feature_probe"] = probe.pop("one_standard_error")
     out["feature_probe_best_cv_C"] = probe.pop("best_cv_C")
@@ -149,7 +172,7 @@ def run(sensitivity: list[int]) -> dict:
     out["goals"] = {"feature_probe_within_0.03_of_dense": gap <= 0.03}
     out["sensitivity"] = []
     for steps in sensitivity:  # reported, never used to choose
-        more = feature_probe(x, y, tr, te, steps, names)
+        more = feature_probe(x, y, tr, te, steps, names, sentences)
         out["sensitivity"].append({"sae_steps": steps, "fvu_train_last": more["sae"]["fvu_train_last"],
                                    "macro_f1": more["one_standard_error"]["macro_f1"],
                                    "macro_f1_best_cv_C": more["best_cv_C"]["macro_f1"],
@@ -160,7 +183,7 @@ def run(sensitivity: list[int]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sensitivity", default="200,800,1500",
+    parser.add_argument("--sensitivity", default="1000,4000",
                         help="comma-separated SAE step counts to repeat the feature probe with ('' for none)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
