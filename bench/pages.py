@@ -42,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from artifacts import ArtifactStore  # noqa: E402
 from gateway.app import create_app  # noqa: E402
 from gateway.config import GatewaySettings  # noqa: E402
-from gateway.db import get_engine  # noqa: E402
+from gateway.db import get_engine, refresh_statistics  # noqa: E402
 from gateway.domain.artifacts.models import Artifact  # noqa: E402
 from gateway.domain.auth.service import create_key  # noqa: E402
 from gateway.domain.datasets.models import Dataset, Document  # noqa: E402
@@ -133,6 +133,8 @@ def populate(url: str, store: ArtifactStore, rng: np.random.Generator) -> int:
         conn.execute(text("UPDATE features SET best_interpretation_id = (SELECT max(i.id) FROM interpretations i "
                           "WHERE i.feature_id = features.id) WHERE sae_run_id = :s"), {"s": sae})
         add_families(conn, sae, rng)
+    with Session(engine) as session, session.begin():  # as the gateway does after storing a run's features
+        refresh_statistics(session, "features", "interpretations", "families", "family_members")
     engine.dispose()
     return sae
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import JSON, MetaData, create_engine, event
+from sqlalchemy import JSON, MetaData, create_engine, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -68,3 +68,13 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def refresh_statistics(session: Session | Any, *tables: str) -> None:
+    """ANALYZE `tables` on PostgreSQL after a bulk load: until autovacuum gets to them the planner
+    has no statistics and may join 12,288 features to their names by nested seq scans (seconds
+    to minutes per page). SQLite plans from its indexes; nothing to do there."""
+    if session.bind.dialect.name == "postgresql":
+        for table in tables:
+            session.execute(text(f'ANALYZE "{table}"'))
+

@@ -20,7 +20,7 @@ from contracts.interpret import (BackendOptions, CorpusRef, FamilyLabel, Feature
                                  ReinterpretOut, ReinterpretRequest, ScoringConfig)
 from contracts.runs import InterpretationOut
 from contracts.sae import FeatureFamily
-from gateway.db import session_scope
+from gateway.db import refresh_statistics, session_scope
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
@@ -114,6 +114,8 @@ def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRu
             names = {(f.iteration, f.parent): f.label for f in labels}
             for fam in session.scalars(select(Family).where(Family.sae_run_id == sae_run_id)):
                 fam.label = names.get((fam.iteration, fam.root_index), fam.label)
+        session.flush()
+        refresh_statistics(session, "interpretations", "features", "families")
 
 
 def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[Interpretation]:

@@ -16,7 +16,7 @@ from artifacts import ArtifactStore
 from contracts.artifacts import ArtifactInfo
 from contracts.runs import SaeRunCreate
 from contracts.sae import FeatureFamily, SaeTrainPayload, SaeTrainResult
-from gateway.db import session_scope, utcnow
+from gateway.db import refresh_statistics, session_scope, utcnow
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.features import repo as feature_repo
@@ -128,6 +128,7 @@ def _record_result(ctx: JobContext, run_id: int, result: SaeTrainResult) -> None
             artifact_repo.record(session, info=ArtifactInfo.model_validate(info), owner_type="sae_run", owner_id=run_id)
         feature_repo.replace_features(session, sae_run_id=run_id, rows=features)
         feature_repo.replace_families(session, sae_run_id=run_id, families=families)
+        refresh_statistics(session, "features", "families", "family_members")
         run.status, run.finished_at = "succeeded", utcnow()
         run.d, run.n_latents = result.d, result.num_latents
         run.metrics = result.metrics.model_dump(mode="json")
