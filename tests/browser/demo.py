@@ -48,7 +48,8 @@ def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
         try:  # the demo's pipeline shares the server's process: answers can be slow meanwhile
             items = httpx.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"},
                               timeout=60).json()["items"]
-        except httpx.TimeoutException:
+        except httpx.TransportError:  # not listening yet (the key is printed first), or slow
+            time.sleep(0.5)
             continue
         if len(items) == 2:
             return items
