@@ -9,7 +9,7 @@ from contracts.sae import FeatureFamily
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.runs import InterpretRunStopped, name_run, read_shard, shard_key
 
-from conftest import TOPICS, topic_embed  # noqa: E402
+from tests.interpreter.conftest import TOPICS, topic_embed  # noqa: E402
 
 
 def payload(ref, prefix: str, **kw) -> InterpretRunPayload:

@@ -99,7 +99,7 @@ async def test_interleaved_naming_batches_leave_blas_threads_as_they_were(synthe
     from services.interpreter.corpus import load_corpus
     from services.interpreter.naming import Namer
 
-    from conftest import topic_embed  # noqa: E402
+    from tests.interpreter.conftest import topic_embed  # noqa: E402
 
     def blas_threads() -> list[int]:
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]

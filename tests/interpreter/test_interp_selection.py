@@ -16,7 +16,7 @@ from services.interpreter.evidence import sample_evidence
 from services.interpreter.naming import Namer, _first_per_backend, _names_first, _Pending
 from services.interpreter.scoring import auroc, auroc_columns
 
-from conftest import topic_embed  # noqa: E402
+from tests.interpreter.conftest import topic_embed  # noqa: E402
 
 
 class FixedCandidates(Backend):

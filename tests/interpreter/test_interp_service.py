@@ -11,7 +11,7 @@ from services.interpreter.app import create_app
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.worker import WorkerSettings, interpret_run, startup
 
-from conftest import topic_embed  # noqa: E402
+from tests.interpreter.conftest import topic_embed  # noqa: E402
 
 
 @pytest.mark.anyio
