@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import httpx
 
-from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env
+from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop
 
 N_NOTES = 400
 
@@ -65,9 +65,4 @@ def running_demo(tmp: Path) -> Iterator[Demo]:
     try:
         yield Demo(url, key, wait_for_concepts(url, key))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

@@ -13,7 +13,7 @@ import pytest
 
 from contracts.interpret import ScoringConfig
 from tests.conftest import REPO_ROOT
-from tests.live import PRISMA, free_port
+from tests.live import PRISMA, free_port, stop
 
 from tests.gateway.polling import wait_done
 from tests.gateway.test_sae_runs import SMALL, embedding_run  # noqa: F401 - fixture
@@ -166,5 +166,4 @@ async def test_reinterpret_one_feature_in_process_and_over_real_http(client, aut
     finally:
         remote.state.runner.shutdown()
         for proc in (interp, embedder):
-            proc.terminate()
-            proc.wait(timeout=15)
+            stop(proc)
