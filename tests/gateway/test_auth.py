@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -67,6 +68,28 @@ async def test_key_is_hashed_at_rest_and_works(app, client, api_key: str) -> Non
     assert any(api_key.split("_")[1] == k.prefix for k in stored)
     resp = await client.get("/api/v1/datasets", headers={"Authorization": f"Bearer {api_key}"})
     assert resp.status_code == 200
+
+
+async def test_last_used_is_recorded_coarsely(app, client, api_key: str) -> None:  # noqa: ANN001
+    """The key's last use is shown, but written at most once a minute: a write per request would
+    queue concurrent requests with one key on that row's lock."""
+    prefix = api_key.split("_")[1]
+
+    def last_used():  # noqa: ANN202
+        with app.state.factory() as session:
+            return session.scalars(select(ApiKey).where(ApiKey.prefix == prefix)).one().last_used_at
+
+    headers = {"Authorization": f"Bearer {api_key}"}
+    assert (await client.get("/api/v1/datasets", headers=headers)).status_code == 200
+    first = last_used()
+    assert first is not None
+    assert (await client.get("/api/v1/datasets", headers=headers)).status_code == 200
+    assert last_used() == first  # within the minute: not rewritten
+    with app.state.factory() as session, session.begin():
+        key = session.scalars(select(ApiKey).where(ApiKey.prefix == prefix)).one()
+        key.last_used_at = first - timedelta(minutes=5)
+    assert (await client.get("/api/v1/datasets", headers=headers)).status_code == 200
+    assert last_used() >= first  # older than a minute: written again
 
 
 async def test_revoked_key_is_refused(client, auth) -> None:  # noqa: ANN001

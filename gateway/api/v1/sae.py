@@ -37,6 +37,12 @@ def valid_sae_run(run_id: int, session: SessionDep) -> SaeRun:
 SaeRunDep = Annotated[SaeRun, Depends(valid_sae_run)]
 
 
+def run_summary(run: SaeRun) -> SaeRunOut:
+    """A run without its loss curve: a deferred column, not loaded for lists, and not there yet
+    for a run just created (which may already be detached from its session)."""
+    return SaeRunOut.model_validate({name: getattr(run, name) for name in SaeRunOut.model_fields if name != "loss_curve"})
+
+
 def valid_feature_index(run: SaeRunDep, index: int) -> int:
     """A feature index in [0, n); out of range is a 404 that names it and the range."""
     n = run.n_latents or 0
@@ -51,7 +57,7 @@ def valid_feature_index(run: SaeRunDep, index: int) -> int:
 async def new_sae_runs(body: SaeRunCreate, request: Request, principal: CurrentKey, rid: RequestId) -> list[SaeRunOut]:
     """Train one SAE (`config`) or a sweep (`sweep`: several configs, one run each, compared side by side)."""
     runs = await create_sae_runs(request.app.state, body, principal, rid)
-    return [SaeRunOut.model_validate(r) for r in runs]
+    return [run_summary(r) for r in runs]
 
 
 IMPORT_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
@@ -75,7 +81,7 @@ async def import_sae(request: Request, principal: CurrentKey, rid: RequestId) ->
                                    embedding_run_id=int(raw_id), principal=principal, request_id=rid)
     finally:
         upload.cleanup()
-    return SaeRunOut.model_validate(run)
+    return run_summary(run)
 
 
 @router.get("", response_model=SaeRunList)
@@ -84,8 +90,7 @@ def list_sae_runs(
     sweep_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> SaeRunList:
     runs = repo.list_sae_runs(session, embedding_run_id=embedding_run_id, sweep_id=sweep_id)
-    return SaeRunList(items=[SaeRunOut.model_validate(r).model_copy(update={"loss_curve": None}) for r in runs],
-                      total=len(runs))
+    return SaeRunList(items=[run_summary(r) for r in runs], total=len(runs))
 
 
 @router.get("/{run_id}", response_model=SaeRunOut, responses=NOT_FOUND)

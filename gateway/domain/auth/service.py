@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,6 +20,9 @@ from gateway.domain.auth import repo
 from gateway.domain.auth.models import ApiKey
 
 KEY_SCHEME = "prisma"
+LAST_USED_GRANULARITY = timedelta(minutes=1)
+"""`last_used_at` is written at most once a minute per key (as GitHub's "last used" is coarse): a
+write on every request would make concurrent requests with one key queue on that row's lock."""
 
 
 @dataclass(frozen=True)
@@ -70,5 +74,7 @@ def verify_key(session: Session, plain: str) -> Principal | None:
     key = repo.key_by_prefix(session, prefix=parts[1])
     if key is None or not hmac.compare_digest(key.key_hash, hash_key(plain)):
         return None
-    key.last_used_at = utcnow()
+    now = utcnow()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_GRANULARITY:
+        key.last_used_at = now
     return Principal(key_id=key.id, name=key.name)

@@ -49,7 +49,9 @@ class SaeRun(Base):
     imported: Mapped[bool] = mapped_column(default=False)
     source: Mapped[str | None] = mapped_column(Text, comment="Where an imported SAE came from.")
     metrics: Mapped[dict[str, Any] | None] = mapped_column(comment="Final held-out figures.")
-    loss_curve: Mapped[list[Any] | None]
+    # Up to 2,000 points (~200 kB of JSON): deferred, so that the run lookup of every search
+    # request does not decode it; loaded on first access.
+    loss_curve: Mapped[list[Any] | None] = mapped_column(deferred=True)
     result: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
