@@ -81,7 +81,12 @@ def test_search_page(page, tmp_path: Path) -> None:  # noqa: ANN001
         assert all(v.startswith('label:"') for v in values) and any(word[:4].lower() in v.lower() for v in values)
 
         # a valid expression: documents, the feature highlighted with its label, a shareable URL
+        # Close the datalist's popup first: with it open, Chromium may insert the filled text at
+        # the caret instead of replacing the value (seen once: "bronF77").
+        page.keyboard.press("Escape")
+        page.fill("#q", "")
         page.fill("#q", f"F{feat['index']}")
+        assert page.input_value("#q") == f"F{feat['index']}"
         page.get_by_role("button", name="Search").click()
         page.wait_for_selector("#document-results")
         assert re.search(r"[\d,]+ documents? match", page.locator(".summary").inner_text())

@@ -14,6 +14,7 @@ from moto.server import ThreadedMotoServer
 
 from artifacts import ArtifactStore
 from tests.conftest import make_settings
+from tests.distributed.harness import wait_until
 from tests.gateway.polling import wait_done
 from tests.live import free_port
 
@@ -98,6 +99,11 @@ async def test_import_and_embed_with_artifacts_on_s3(s3, tmp_path) -> None:  # n
             run = await client.post("/api/v1/embedding-runs", headers=auth,
                                     json={"dataset_id": ds.json()["id"], "shard_size": 8})
             done = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=180)
+        # The run's search index is built just after the run succeeds, by the same job: wait for it
+        # before stopping the jobs thread (stopping it abandons the job, and with it a write in
+        # flight; a CI run once caught `flat.faiss.tmp-…` that way). The jobs run on their own thread.
+        wait_until(lambda: any(k.endswith("/search/flat.faiss") for k in keys(s3, "prisma/")), 60,
+                   "the search index written")
     finally:
         app.state.runner.shutdown()
     assert done["status"] == "succeeded", done
