@@ -13,7 +13,7 @@ PRISMA_TORCH_INDEX ?=
 STAMP := $(VENV)/.prisma-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test services chromium lint bench clean
+.PHONY: install demo test services chromium compose-cli lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +48,13 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-test: install services chromium
+# Debian's docker-compose CLI: the tests validate compose.yaml and its overlays with `config`
+# (no Docker engine runs here).
+compose-cli:
+	@command -v docker-compose >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null)
+
+test: install services chromium compose-cli
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 demo: install
