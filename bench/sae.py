@@ -139,8 +139,8 @@ def train_interleaved(prisma: SaeTrainer, peer: SparsifyRun, steps: int, block: 
     return seconds
 
 
-def bench_training(steps: int, lr: float | None, sentences: bool, block: int = 50) -> dict:
-    data = load_bench_data(sentences=sentences)
+def bench_training(steps: int, lr: float | None, sentences: bool, windows: bool, block: int = 50) -> dict:
+    data = load_bench_data(sentences=sentences, windows=windows)
     x_train = torch.from_numpy(data.x_train)
     d = x_train.shape[1]
     cfg = SaeConfig(expansion_factor=8, k=32, batch_size=256, max_steps=steps, lr=lr, seed=0)
@@ -232,6 +232,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-3, help="Adam lr for both trainers (0: sparsify's rule)")
     ap.add_argument("--documents-only", action="store_true",
                     help="train on the 2,599 training document vectors alone (the earlier setting)")
+    ap.add_argument("--no-passages", action="store_true",
+                    help="sentences and documents only, no multi-sentence passages (the previous setting)")
     args = ap.parse_args()
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results["machine"] = {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
@@ -240,7 +242,8 @@ def main() -> None:
         results["statistics_and_families"] = bench_stats()
         print(json.dumps(results["statistics_and_families"], indent=1))
     if args.part in ("a", "all"):
-        results["training"] = bench_training(args.steps, args.lr or None, not args.documents_only)
+        results["training"] = bench_training(args.steps, args.lr or None, not args.documents_only,
+                                             not args.no_passages)
         print(json.dumps(results["training"], indent=1))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
