@@ -198,6 +198,9 @@ def follow_job(factory, job_id: str):  # noqa: ANN001, ANN201
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    workers: Annotated[int, typer.Option(
+        min=1, envvar="PRISMA_GATEWAY_WORKERS", help="Gateway processes sharing the port (distributed mode only: embedded mode runs its jobs "
+                    "inside the one process). The gateway is CPU-bound Python: one per core.")] = 1,
 ) -> None:
     """Serve the API and the dashboard (embedded mode when DATABASE_URL and REDIS_URL are unset)."""
     import uvicorn
@@ -206,8 +209,18 @@ def serve(
 
     settings = get_settings()
     mode = "embedded" if settings.embedded else "distributed"
-    console.print(f"Prisma ({mode} mode, data in {settings.data_dir}) on http://{host}:{port}")
-    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)
+    if workers > 1 and settings.embedded:
+        console.print("[red]--workers > 1 needs distributed mode[/] (DATABASE_URL and REDIS_URL): in embedded mode "
+                      "jobs run inside the gateway process, and SQLite takes one writer")
+        raise typer.Exit(2)
+    console.print(f"Prisma ({mode} mode, data in {settings.data_dir}) on http://{host}:{port}"
+                  + (f", {workers} processes" if workers > 1 else ""))
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)
+        return
+    settings.resolved_secret_key()  # generated once here, before the processes that share it start
+    uvicorn.run("gateway.app:create_app", factory=True, workers=workers, host=host, port=port, log_config=None,
+                access_log=False)
 
 
 WORKER_MODULES = {"gateway": "gateway.worker", "embedder": "services.embedder.worker", "sae": "services.sae.worker",

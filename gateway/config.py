@@ -6,6 +6,7 @@ under the data directory, jobs in-process, services through in-process ASGI tran
 
 from __future__ import annotations
 
+import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -112,9 +113,18 @@ class GatewaySettings(BaseSettings):
             return self.secret_key
         path = self.data_dir / "secret_key"
         if not path.exists():
+            # Written aside, then linked into place: link fails when the file exists, so processes
+            # starting together (gateway --workers) all end up with the first one's key.
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(secrets.token_urlsafe(48))
-            path.chmod(0o600)
+            tmp = path.with_name(f".secret_key.{os.getpid()}.{secrets.token_hex(4)}")
+            tmp.write_text(secrets.token_urlsafe(48))
+            tmp.chmod(0o600)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink()
         return path.read_text().strip()
 
 

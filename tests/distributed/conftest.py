@@ -24,7 +24,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     url = create_pg_database()
     dep = Deployment(root=root, database_url=url, artifact_root=(root / "artifacts").as_uri())
     try:
-        dep.start_all()
+        dep.start_all(gateway_workers=2)  # as deployed: one gateway process per core
         yield dep
     finally:
         dep.stop_all()

@@ -162,8 +162,8 @@ class Deployment:
     def start_worker(self, queue: str, suffix: str = "") -> Proc:
         return self._proc(f"{queue}-worker{suffix}", [PRISMA, "worker", queue]).start()
 
-    def start_gateway(self) -> None:
-        self._proc("gateway", [PRISMA, "serve", "--port", str(self.ports["gateway"])]).start()
+    def start_gateway(self, workers: int = 1) -> None:
+        self._proc("gateway", [PRISMA, "serve", "--port", str(self.ports["gateway"]), "--workers", str(workers)]).start()
 
     def healthy(self, name: str) -> bool:
         try:
@@ -191,7 +191,7 @@ class Deployment:
 
         wait_until(ready, timeout, f"{proc.name} ready")
 
-    def start_all(self) -> None:
+    def start_all(self, gateway_workers: int = 1) -> None:
         self.start_redis()
         self.prisma("db", "upgrade")
         self.api_key = self.prisma("apikey", "create", "--name", "distributed").strip().splitlines()[-1]
@@ -199,7 +199,7 @@ class Deployment:
             self.start_service(name)
         for queue in QUEUES:
             self.start_worker(queue)
-        self.start_gateway()
+        self.start_gateway(gateway_workers)
         self.wait_healthy(*SERVICE_PORTS, "gateway")
         for queue in QUEUES:
             self.wait_worker_ready(self.procs[f"{queue}-worker"])

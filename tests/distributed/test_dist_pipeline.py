@@ -4,8 +4,10 @@ over HTTP and the queues, each stage run by its own worker process."""
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.distributed.conftest import N_NOTES
@@ -54,3 +56,20 @@ def test_pipeline_end_to_end(deployment: Deployment, baseline: dict, notes_csv: 
         first_note = list(csv.DictReader(f))[0]["text"][:40]
     for proc in dep.procs.values():
         assert first_note not in proc.log_text(), f"{proc.name} logged document text"
+
+
+def test_gateway_processes_share_sessions(deployment: Deployment) -> None:
+    """`prisma serve --workers 2`: two gateway processes on one port. A dashboard login made on
+    one is honoured by the other (the session key is generated once and shared), whichever
+    process each new connection reaches."""
+    dep = deployment
+    assert dep.procs["gateway"].log_text().count("Started server process") >= 2, "one gateway process only"
+    for _ in range(8):  # a new connection per request: the kernel spreads them over the processes
+        form = httpx.get(f"{dep.url()}/login", timeout=30)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
+        login = httpx.post(f"{dep.url()}/login", cookies=form.cookies, timeout=30,
+                           data={"key": dep.api_key, "csrf_token": token, "next": "/datasets"})
+        assert login.status_code == 303, login.text[:300]
+        for _ in range(3):
+            page = httpx.get(f"{dep.url()}/datasets", cookies=login.cookies, timeout=30)
+            assert page.status_code == 200 and "Datasets" in page.text
