@@ -7,6 +7,8 @@ import asyncio
 import threading
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 import numpy as np
 
 from contracts.search import LabelSearch
@@ -19,10 +21,13 @@ Row = tuple[Feature, Interpretation, float]
 EMBED_BATCH = 256  # texts per POST /embed: the embedder's default max_texts
 
 
+def search_labels(session: Session, run_id: int, body: LabelSearch) -> tuple[list[Row], int]:
+    return repo.search_labels(session, sae_run_id=run_id, query=body.query, limit=body.limit, offset=body.offset)
+
+
 def fulltext(factory: Any, run_id: int, body: LabelSearch) -> tuple[list[Row], int]:
     with session_scope(factory) as session:
-        rows, total = repo.search_labels(session, sae_run_id=run_id, query=body.query, limit=body.limit,
-                                         offset=body.offset)
+        rows, total = search_labels(session, run_id, body)
         session.expunge_all()  # the rows outlive the session: plain attribute reads only
     return rows, total
 

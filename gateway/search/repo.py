@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import bindparam, column, func, literal_column, select, table, text
+from sqlalchemy import bindparam, column, func, literal_column, select, table, text, true
 from sqlalchemy.orm import Session
 
 from gateway.domain.datasets.models import Document
@@ -35,13 +35,15 @@ def labels_fingerprint(session: Session, *, sae_run_id: int) -> tuple[int, ...]:
     """Changes whenever a shown label or the families change: interpretations are only ever added,
     so a new best interpretation moves the count, sum or maximum of the best ids; families are
     replaced as a whole, with new ids."""
-    best = session.execute(
-        select(func.count(Feature.best_interpretation_id), func.coalesce(func.sum(Feature.best_interpretation_id), 0),
-               func.coalesce(func.max(Feature.best_interpretation_id), 0))
-        .where(Feature.sae_run_id == sae_run_id)).one()
-    fams = session.execute(select(func.count(Family.id), func.coalesce(func.max(Family.id), 0))
-                           .where(Family.sae_run_id == sae_run_id)).one()
-    return tuple(int(v) for v in (*best, *fams))
+    best = (select(func.count(Feature.best_interpretation_id).label("n"),
+                   func.coalesce(func.sum(Feature.best_interpretation_id), 0).label("total"),
+                   func.coalesce(func.max(Feature.best_interpretation_id), 0).label("top"))
+            .where(Feature.sae_run_id == sae_run_id).subquery())
+    fams = (select(func.count(Family.id).label("n"), func.coalesce(func.max(Family.id), 0).label("top"))
+            .where(Family.sae_run_id == sae_run_id).subquery())
+    row = session.execute(select(best.c.n, best.c.total, best.c.top, fams.c.n, fams.c.top)
+                          .select_from(best.join(fams, true()))).one()  # one row each: one round trip
+    return tuple(int(v) for v in row)
 
 
 # -- label search ------------------------------------------------------------------------------

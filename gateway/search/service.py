@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 from contracts.search import (
     ExpressionResult, ExpressionSearch, FeatureHit, LabelHit, LabelResult, LabelSearch, TextResult, TextSearch,
@@ -25,15 +29,26 @@ from gateway.search.results import activations_at, document_hits, feature_labels
 from gateway.search.space import load_search_space
 
 
+@contextmanager
+def _unit(state: Any, session: Session | None) -> Iterator[Session]:
+    """The caller's session (the API request's own: its run is already loaded, and one
+    transaction serves the whole request), else a unit of work of our own."""
+    if session is not None:
+        yield session
+        return
+    with session_scope(state.factory) as own:
+        yield own
+
+
 def _run_and_dataset(session: Any, run_id: int) -> tuple[Any, Any]:
     run = run_repo.get_sae_run(session, run_id=run_id)
     emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
     return run, emb
 
 
-def expression_search(state: Any, run_id: int, body: ExpressionSearch) -> ExpressionResult:
+def expression_search(state: Any, run_id: int, body: ExpressionSearch, session: Session | None = None) -> ExpressionResult:
     """Blocking. Raises the expression errors (→ 422) and SearchNotReady (→ 409)."""
-    with session_scope(state.factory) as session:
+    with _unit(state, session) as session:
         run, emb = _run_and_dataset(session, run_id)
         space = load_search_space(session, state.store, run)
         start = time.perf_counter()
@@ -52,58 +67,71 @@ def expression_search(state: Any, run_id: int, body: ExpressionSearch) -> Expres
     )
 
 
-def _text_prepare(state: Any, run_id: int) -> tuple[dict[str, Any], str, str]:
-    """(embed request for the run's model, the run's index URI, the SAE's folder URI)."""
+@dataclass(frozen=True)
+class _TextTarget:
+    """What a text search needs of its run, read in one session before the services are called."""
+
+    spec: dict[str, Any]  # the embed request for the run's model
+    index_uri: str
+    sae_uri: str  # the SAE's folder, for /encode
+    sae_run_id: int
+    dataset_id: int
+    space: Any  # the run's SearchSpace (codes for the activations shown)
+
+
+def _text_prepare(state: Any, run_id: int, session: Session | None) -> _TextTarget:
     settings = state.settings
-    with session_scope(state.factory) as session:
+    with _unit(state, session) as session:
         run, emb = _run_and_dataset(session, run_id)
-        load_search_space(session, state.store, run)  # SearchNotReady before any other work
+        space = load_search_space(session, state.store, run)  # SearchNotReady before any other work
         spec = {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
         sae_uri = run.result["artifacts"]["cfg"]["uri"].rsplit("/", 1)[0]
-        emb_id = emb.id
+        emb_id, dataset_id = emb.id, emb.dataset_id
     uri = text_index.ensure_index(state.factory, state.store, emb_id, flat_max_docs=settings.search_flat_max_docs,
                                   large=settings.search_large_index)
-    return spec, uri, sae_uri
+    return _TextTarget(spec=spec, index_uri=uri, sae_uri=sae_uri, sae_run_id=run_id, dataset_id=dataset_id,
+                       space=space)
 
 
-def _text_finish(state: Any, run_id: int, body: TextSearch, hits: text_index.Neighbours,
-                 query_features: list[tuple[int, float]]) -> tuple[list, list[FeatureHit]]:
+def _text_finish(state: Any, target: _TextTarget, body: TextSearch, hits: text_index.Neighbours,
+                 query_features: list[tuple[int, float]], session: Session | None) -> tuple[list, list[FeatureHit]]:
     top = query_features[: body.top_features]
     page = hits.positions[body.offset:body.offset + body.limit]
-    with session_scope(state.factory) as session:
-        run, emb = _run_and_dataset(session, run_id)
-        space = load_search_space(session, state.store, run)
-        indices = [i for i, _ in top]
-        names = feature_labels(session, sae_run_id=run.id, indices=indices)
-        acts = activations_at(space.codes, indices, page)
-        items = document_hits(session, dataset_id=emb.dataset_id, positions=page,
+    indices = [i for i, _ in top]
+    acts = activations_at(target.space.codes, indices, page)
+    with _unit(state, session) as session:
+        names = feature_labels(session, sae_run_id=target.sae_run_id, indices=indices)
+        items = document_hits(session, dataset_id=target.dataset_id, positions=page,
                               scores=hits.scores[body.offset:body.offset + body.limit].tolist(),
                               features=indices, acts=acts, names=names)
     return items, [FeatureHit(index=i, activation=a, label=names[i][0], reliable=names[i][1]) for i, a in top]
 
 
-async def text_search(state: Any, run_id: int, body: TextSearch) -> TextResult:
+async def text_search(state: Any, run_id: int, body: TextSearch, session: Session | None = None) -> TextResult:
     """The documents nearest to `body.text` and the text's own features, named."""
-    spec, index_uri, sae_uri = await asyncio.to_thread(_text_prepare, state, run_id)
-    embedded = await state.services.post("embedder", "/embed", {"texts": [body.text], **spec})
+    target = await asyncio.to_thread(_text_prepare, state, run_id, session)
+    embedded = await state.services.post("embedder", "/embed", {"texts": [body.text], **target.spec})
     vector = np.asarray(embedded["vectors"][0], dtype=np.float32)
-    index = await asyncio.to_thread(text_index.load_index, state.store, index_uri)
+    index = await asyncio.to_thread(text_index.load_index, state.store, target.index_uri)
     hits, encoded = await asyncio.gather(
         asyncio.to_thread(text_index.search, index, vector, body.offset + body.limit),
-        state.services.post("sae", "/encode", {"vectors": [vector.tolist()], "sae_uri": sae_uri}),
+        state.services.post("sae", "/encode", {"vectors": [vector.tolist()], "sae_uri": target.sae_uri}),
     )
     query_features = [(int(f["index"]), float(f["activation"])) for f in encoded["features"][0]]
-    items, named = await asyncio.to_thread(_text_finish, state, run_id, body, hits, query_features)
+    items, named = await asyncio.to_thread(_text_finish, state, target, body, hits, query_features, session)
     kind = text_index.choose_kind(index.ntotal, flat_max_docs=state.settings.search_flat_max_docs,
                                   large=state.settings.search_large_index)
     return TextResult(text=body.text, total=int(index.ntotal), limit=body.limit, offset=body.offset, index=kind,
                       query_features=named, items=items)
 
 
-async def label_query(state: Any, run_id: int, body: LabelSearch) -> LabelResult:
+async def label_query(state: Any, run_id: int, body: LabelSearch, session: Session | None = None) -> LabelResult:
     """Features by label: full text in the database, or semantic (cosine with label embeddings)."""
     if body.method == "fulltext":
-        rows, total = await asyncio.to_thread(label_search.fulltext, state.factory, run_id, body)
+        if session is not None:
+            rows, total = await asyncio.to_thread(label_search.search_labels, session, run_id, body)
+        else:
+            rows, total = await asyncio.to_thread(label_search.fulltext, state.factory, run_id, body)
     else:
         rows, total = await label_search.semantic(state, run_id, body)
     items = [LabelHit(index=f.index, label=i.label, description=i.description, score=round(score, 6),

@@ -96,6 +96,9 @@ class _IndexCache:
         self.size, self.lock = size, threading.Lock()
         self.loaded: OrderedDict[str, faiss.Index] = OrderedDict()
         self.building: dict[int, threading.Lock] = {}
+        # (the run's folder URI, flat_max_docs, large) -> its catalogued index URI: a run's vectors
+        # never change once it has succeeded, so neither does its index.
+        self.known: dict[tuple[str, int, str], str] = {}
 
     def get(self, store: ArtifactStore, uri: str) -> faiss.Index:
         with self.lock:
@@ -128,6 +131,16 @@ def ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: i
                  large: Literal["hnsw", "ivf"]) -> str:
     """The URI of the run's index, built (and catalogued) first if it is missing. Blocking: call it
     in a thread. Raises LookupError when the run has no vectors."""
+    memo = (store.uri(f"embedding-runs/{run_id}"), flat_max_docs, large)
+    if (known := _cache.known.get(memo)) is not None:
+        return known
+    uri = _ensure_index(factory, store, run_id, flat_max_docs=flat_max_docs, large=large)
+    _cache.known[memo] = uri
+    return uri
+
+
+def _ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: int, *, flat_max_docs: int,
+                  large: Literal["hnsw", "ivf"]) -> str:
     with session_scope(factory) as session:
         run = run_repo.get_embedding_run(session, run_id=run_id)
         if run is None or run.status != "succeeded" or not (run.result or {}).get("shards"):

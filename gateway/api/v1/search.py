@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from contracts.catalog import ErrorOut
 from contracts.search import Candidate, SearchErrorOut, SearchRequest, SearchResponse
 from gateway.api.v1.sae import SaeRunDep
-from gateway.deps import CurrentKey
+from gateway.deps import CurrentKey, SessionDep
 from gateway.search import service
 from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
 from gateway.search.space import SearchNotReady
@@ -30,18 +30,20 @@ EXAMPLES = {
 @router.post("/{run_id}/search", response_model=SearchResponse,
              responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": SearchErrorOut}})
 async def search(
-    run: SaeRunDep, body: Annotated[SearchRequest, Body(openapi_examples=EXAMPLES)], request: Request, _: CurrentKey,
+    run: SaeRunDep, body: Annotated[SearchRequest, Body(openapi_examples=EXAMPLES)], request: Request,
+    session: SessionDep, _: CurrentKey,
 ) -> SearchResponse:
     """`expression`: documents matching a feature expression, best score first, with the referenced
     features' activations; `text`: the documents nearest to a text and the text's own features;
     `label`: features whose shown label matches (full text or semantic). Paged by limit/offset, with
     the total count. A wrong expression is a 422 saying where (line, column, what was expected)."""
     state = request.app.state
+    # The request's own session (the key and the run were read in it): one transaction a request.
     if body.mode == "expression":
-        return await asyncio.to_thread(service.expression_search, state, run.id, body)
+        return await asyncio.to_thread(service.expression_search, state, run.id, body, session)
     if body.mode == "text":
-        return await service.text_search(state, run.id, body)
-    return await service.label_query(state, run.id, body)
+        return await service.text_search(state, run.id, body, session)
+    return await service.label_query(state, run.id, body, session)
 
 
 def _error(status: int, detail: str, **extra: object) -> JSONResponse:
