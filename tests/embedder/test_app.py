@@ -88,3 +88,35 @@ async def test_service_token_required_except_health(settings, models) -> None:
         assert (await c.get("/models/default", headers=wrong)).status_code == 401
         ok = await c.post("/embed", json={"texts": ["a"]}, headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200
+
+
+async def test_concurrent_queries_are_embedded_together(settings, models, lm: LoadedModel, monkeypatch) -> None:  # noqa: ANN001
+    """Requests waiting for the model are embedded in one forward call (up to max_texts texts),
+    and each gets exactly the vectors it would get alone."""
+    import asyncio
+
+    from services.embedder import queries
+
+    calls: list[int] = []
+
+    def counting(lm_, texts, **kw):  # noqa: ANN001, ANN003, ANN202 - counts the real function's calls
+        calls.append(len(texts))
+        return embed_texts(lm_, texts, **kw)
+
+    monkeypatch.setattr(queries, "embed_texts", counting)
+    texts = [f"patient {i}: wheezing and fever for {i + 1} days" for i in range(12)]
+    alone = embed_texts(lm, texts).vectors
+    async with client(settings, models) as c:
+        with lm.lock:  # the model is busy: the twelve requests queue behind it
+            sent = [asyncio.create_task(c.post("/embed", json={"texts": [t]})) for t in texts]
+            for _ in range(500):
+                await asyncio.sleep(0.01)
+                if sum(len(q) for q in queries._coalescer.queued.values()) == len(texts):
+                    break
+            assert sum(len(q) for q in queries._coalescer.queued.values()) == len(texts)
+        answers = await asyncio.gather(*sent)
+    assert all(r.status_code == 200 for r in answers)
+    got = np.array([r.json()["vectors"][0] for r in answers])
+    np.testing.assert_allclose(got, alone, rtol=1e-4, atol=1e-5)
+    assert sorted(calls) == [4, 8]  # two calls, the first as large as max_texts allows
+    assert not queries._coalescer.queued
