@@ -94,7 +94,7 @@ class ServiceClients:
             try:
                 async with self._session(service, url).post(path, json=json) as resp:
                     status, body = resp.status, await resp.read()
-            except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:  # refused, reset, timed out
+            except (TimeoutError, aiohttp.ClientConnectionError) as exc:  # refused, reset, timed out
                 raise ServiceUnavailable(service, type(exc).__name__) from exc
         else:
             try:

@@ -7,9 +7,8 @@ import asyncio
 import threading
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 import numpy as np
+from sqlalchemy.orm import Session
 
 from contracts.search import LabelSearch
 from gateway.db import session_scope

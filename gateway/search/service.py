@@ -18,7 +18,14 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from contracts.search import (
-    ExpressionResult, ExpressionSearch, FeatureHit, LabelHit, LabelResult, LabelSearch, TextResult, TextSearch,
+    ExpressionResult,
+    ExpressionSearch,
+    FeatureHit,
+    LabelHit,
+    LabelResult,
+    LabelSearch,
+    TextResult,
+    TextSearch,
 )
 from gateway.db import session_scope
 from gateway.domain.runs import repo as run_repo
@@ -48,17 +55,17 @@ def _run_and_dataset(session: Any, run_id: int) -> tuple[Any, Any]:
 
 def expression_search(state: Any, run_id: int, body: ExpressionSearch, session: Session | None = None) -> ExpressionResult:
     """Blocking. Raises the expression errors (→ 422) and SearchNotReady (→ 409)."""
-    with _unit(state, session) as session:
-        run, emb = _run_and_dataset(session, run_id)
-        space = load_search_space(session, state.store, run)
+    with _unit(state, session) as db:
+        run, emb = _run_and_dataset(db, run_id)
+        space = load_search_space(db, state.store, run)
         start = time.perf_counter()
         match = evaluate(body.expression, space)
         elapsed_ms = (time.perf_counter() - start) * 1000
         positions = np.flatnonzero(match.mask)
         page = page_by_score(positions, match.score[positions], offset=body.offset, limit=body.limit)
-        names = feature_labels(session, sae_run_id=run.id, indices=match.features)
+        names = feature_labels(db, sae_run_id=run.id, indices=match.features)
         acts = activations_at(space.codes, match.features, page)
-        items = document_hits(session, dataset_id=emb.dataset_id, positions=page, scores=match.score[page].tolist(),
+        items = document_hits(db, dataset_id=emb.dataset_id, positions=page, scores=match.score[page].tolist(),
                               features=match.features, acts=acts, names=names)
     return ExpressionResult(
         expression=body.expression, total=len(positions), limit=body.limit, offset=body.offset,
@@ -81,9 +88,9 @@ class _TextTarget:
 
 def _text_prepare(state: Any, run_id: int, session: Session | None) -> _TextTarget:
     settings = state.settings
-    with _unit(state, session) as session:
-        run, emb = _run_and_dataset(session, run_id)
-        space = load_search_space(session, state.store, run)  # SearchNotReady before any other work
+    with _unit(state, session) as db:
+        run, emb = _run_and_dataset(db, run_id)
+        space = load_search_space(db, state.store, run)  # SearchNotReady before any other work
         spec = {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
         sae_uri = run.result["artifacts"]["cfg"]["uri"].rsplit("/", 1)[0]
         emb_id, dataset_id = emb.id, emb.dataset_id
@@ -99,9 +106,9 @@ def _text_finish(state: Any, target: _TextTarget, body: TextSearch, hits: text_i
     page = hits.positions[body.offset:body.offset + body.limit]
     indices = [i for i, _ in top]
     acts = activations_at(target.space.codes, indices, page)
-    with _unit(state, session) as session:
-        names = feature_labels(session, sae_run_id=target.sae_run_id, indices=indices)
-        items = document_hits(session, dataset_id=target.dataset_id, positions=page,
+    with _unit(state, session) as db:
+        names = feature_labels(db, sae_run_id=target.sae_run_id, indices=indices)
+        items = document_hits(db, dataset_id=target.dataset_id, positions=page,
                               scores=hits.scores[body.offset:body.offset + body.limit].tolist(),
                               features=indices, acts=acts, names=names)
     return items, [FeatureHit(index=i, activation=a, label=names[i][0], reliable=names[i][1]) for i, a in top]
