@@ -90,3 +90,15 @@ def test_logs_never_hold_document_text(tmp_path: Path) -> None:
     log = log_path.read_text()
     assert '"msg": "request"' in log and "dataset imported" in log  # the log really was written
     assert "ZXQWERTY" not in log
+
+
+def test_several_gateway_processes_need_distributed_mode(tmp_path: Path) -> None:
+    """Embedded mode runs its jobs inside the one gateway process (and SQLite takes one writer):
+    `--workers 2` there is refused with the reason, before anything starts."""
+    from tests.live import PRISMA, prisma_env
+
+    out = subprocess.run([PRISMA, "serve", "--workers", "2"], env=prisma_env(tmp_path / "data"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "--workers > 1 needs distributed mode" in " ".join(out.stderr.split())
+    assert not (tmp_path / "data" / "prisma.db").exists()
