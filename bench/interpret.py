@@ -276,6 +276,10 @@ def main() -> None:
                         help="train the SAE on the document vectors (the service's way) or on every "
                              "abstract's sentence vectors and document vectors (trained here, imported)")
     parser.add_argument("--expansion", type=int, default=4, help="the SAE's expansion factor (n = 384 × it)")
+    parser.add_argument("--selection-activating", type=int, default=None,
+                        help="EvidenceConfig.selection_activating (default: the config's)")
+    parser.add_argument("--selection-hard", type=int, default=None,
+                        help="EvidenceConfig.selection_hard_negatives (default: the config's)")
     args = parser.parse_args()
     global SAE_CONFIG
     SAE_CONFIG = SAE_CONFIG.model_copy(update={"expansion_factor": args.expansion})
@@ -293,7 +297,12 @@ def main() -> None:
     t0 = time.perf_counter()
     index = TermIndex(corpus.text(p) for p in range(corpus.n_docs))
     index_s = time.perf_counter() - t0
-    namer_args = dict(corpus=corpus, embed_texts=embed, term_index=index)
+    from contracts.interpret import EvidenceConfig
+
+    evidence = EvidenceConfig(**{k: v for k, v in (("selection_activating", args.selection_activating),
+                                                   ("selection_hard_negatives", args.selection_hard))
+                                 if v is not None})
+    namer_args = dict(corpus=corpus, embed_texts=embed, term_index=index, evidence=evidence)
     counts = corpus.codes.getnnz(axis=0)
     all_features = list(range(corpus.n_features))
     results = {}
