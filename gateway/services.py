@@ -51,9 +51,7 @@ class ServiceClients:
         if service not in SERVICE_NAMES:
             raise ValueError(f"unknown service {service!r}")
         if service not in self._clients:
-            headers = {}
-            if self.settings.service_token:
-                headers["Authorization"] = f"Bearer {self.settings.service_token}"
+            headers = self._headers()
             url = self.base_url(service)
             if url:
                 self._clients[service] = httpx.AsyncClient(base_url=url, headers=headers, timeout=120.0)
@@ -76,19 +74,21 @@ class ServiceClients:
         cls = type(config.get_settings())
         return cls(artifact_root=self.settings.artifact_root)
 
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.settings.service_token}"} if self.settings.service_token else {}
+
     def _session(self, service: str, url: str) -> aiohttp.ClientSession:
-        if service not in SERVICE_NAMES:
-            raise ValueError(f"unknown service {service!r}")
         loop = asyncio.get_running_loop()
         found = self._sessions.get((service, id(loop)))
         if found is None or found[0] is not loop or found[1].closed:
-            headers = {"Authorization": f"Bearer {self.settings.service_token}"} if self.settings.service_token else {}
-            session = aiohttp.ClientSession(base_url=url, headers=headers, timeout=aiohttp.ClientTimeout(total=120),
-                                            json_serialize=jsonlib.dumps)
+            session = aiohttp.ClientSession(base_url=url, headers=self._headers(),
+                                            timeout=aiohttp.ClientTimeout(total=120), json_serialize=jsonlib.dumps)
             found = self._sessions[(service, id(loop))] = (loop, session)
         return found[1]
 
     async def post(self, service: str, path: str, json: Any) -> Any:
+        if service not in SERVICE_NAMES:
+            raise ValueError(f"unknown service {service!r}")
         url = self.base_url(service)
         if url:
             try:

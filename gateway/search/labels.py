@@ -20,15 +20,10 @@ Row = tuple[Feature, Interpretation, float]
 EMBED_BATCH = 256  # texts per POST /embed: the embedder's default max_texts
 
 
-def search_labels(session: Session, run_id: int, body: LabelSearch) -> tuple[list[Row], int]:
+def fulltext(session: Session, run_id: int, body: LabelSearch) -> tuple[list[Row], int]:
+    """Features whose shown label matches, by the database's full-text index. The rows may outlive
+    the session (closing it detaches them): plain attribute reads only."""
     return repo.search_labels(session, sae_run_id=run_id, query=body.query, limit=body.limit, offset=body.offset)
-
-
-def fulltext(factory: Any, run_id: int, body: LabelSearch) -> tuple[list[Row], int]:
-    with session_scope(factory) as session:
-        rows, total = search_labels(session, run_id, body)
-        session.expunge_all()  # the rows outlive the session: plain attribute reads only
-    return rows, total
 
 
 class _LabelVectors:

@@ -132,13 +132,15 @@ async def text_search(state: Any, run_id: int, body: TextSearch, session: Sessio
                       query_features=named, items=items)
 
 
+def _fulltext(state: Any, run_id: int, body: LabelSearch, session: Session | None) -> tuple[list, int]:
+    with _unit(state, session) as db:
+        return label_search.fulltext(db, run_id, body)
+
+
 async def label_query(state: Any, run_id: int, body: LabelSearch, session: Session | None = None) -> LabelResult:
     """Features by label: full text in the database, or semantic (cosine with label embeddings)."""
     if body.method == "fulltext":
-        if session is not None:
-            rows, total = await asyncio.to_thread(label_search.search_labels, session, run_id, body)
-        else:
-            rows, total = await asyncio.to_thread(label_search.fulltext, state.factory, run_id, body)
+        rows, total = await asyncio.to_thread(_fulltext, state, run_id, body, session)
     else:
         rows, total = await label_search.semantic(state, run_id, body)
     items = [LabelHit(index=f.index, label=i.label, description=i.description, score=round(score, 6),
