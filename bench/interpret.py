@@ -68,6 +68,10 @@ def train_on_sentences(store: ArtifactStore, emb: EmbedJobResult) -> SaeTrainRes
     from services.sae.pipeline import analyse_imported_sae
     from services.sae.trainer import SaeTrainer, load_embeddings
 
+    name = f"medabs-sentences-x{SAE_CONFIG.expansion_factor}"
+    payload = SaeTrainPayload(run_id=2, embeddings=emb.shards, artifact_prefix=f"sae-runs/{name}", config=SAE_CONFIG)
+    if store.exists(f"{payload.artifact_prefix}/result.json"):  # imported before: its analysis is reused
+        return analyse_imported_sae(payload, f"sae-source/{name}", store)
     docs = load_embeddings(store, emb.shards)
     sents = [s for text in read_abstracts() for s in split_sentences(text)]
     sx = _cached("medabs-sentences-minilm-l6", sents, 128)
@@ -81,13 +85,11 @@ def train_on_sentences(store: ArtifactStore, emb: EmbedJobResult) -> SaeTrainRes
         trainer.train_step()
     print(f"SAE on {len(x)} sentence+document vectors: {trainer.step} steps in {time.perf_counter() - t0:.0f} s, "
           f"fvu {trainer.curve[-1]['fvu']:.4f}", flush=True)
-    name = f"medabs-sentences-x{cfg.expansion_factor}"
     save_sae(store, f"sae-source/{name}", trainer.sae, cfg)
-    payload = SaeTrainPayload(run_id=2, embeddings=emb.shards, artifact_prefix=f"sae-runs/{name}", config=SAE_CONFIG)
     return analyse_imported_sae(payload, f"sae-source/{name}", store)
 
 
-def prepare(store: ArtifactStore, sae_data: str = "documents") -> tuple[str, EmbedJobResult, SaeTrainResult]:
+def prepare(store: ArtifactStore, sae_data: str = "sentences") -> tuple[str, EmbedJobResult, SaeTrainResult]:
     """Snapshot, embedding run and SAE run in the bench store (each reused when present)."""
     snapshot = "datasets/medabs/snapshot.parquet"
     if not store.exists(snapshot):
