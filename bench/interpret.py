@@ -9,6 +9,7 @@ Usage: python bench/interpret.py [--prepare-only] [--backends keywords,llamacpp]
                                  [--llm-features 40] [--features 256] [--batch 64] [--out PATH]
                                  [--embed-threads 1] [--ceiling 96]
                                  [--sae-data sentences|documents] [--expansion 4]
+                                 [--hard-negatives neighbours|centroid] [--no-compare] [--seed 0] [--extra-seeds 1,2]
 
 --sae-data sentences (the default) trains the SAE on every abstract's sentence vectors and
 document vectors (27,874 vectors instead of 2,888: features of a finer grain, document FVU 0.16
@@ -217,7 +218,7 @@ def run_backend(namer_args: dict, name: str, features: list[int], batch: int) ->
     return out
 
 
-def ceiling(corpus, index, embed, features: list[int]) -> dict:
+def ceiling(corpus, index, embed, features: list[int], evidence) -> dict:
     """How high text labels of the keywords kind can score: per feature a wide pool (its 8 top and 8
     near terms alone, top × near pairs, 4 phrases, the 3 best spans of 5, 8 and 12 words), the held-out
     AUROC of the one picked on the evidence documents (what naming may do) and of the best one on the
@@ -226,7 +227,6 @@ def ceiling(corpus, index, embed, features: list[int]) -> dict:
 
     import numpy as np
 
-    from contracts.interpret import EvidenceConfig
     from services.interpreter.backends.base import NamingRequest
     from services.interpreter.backends.keywords import KeywordsBackend, best_span, top_terms
     from services.interpreter.evidence import excerpts, sample_evidence
@@ -234,7 +234,7 @@ def ceiling(corpus, index, embed, features: list[int]) -> dict:
 
     kb, pools = KeywordsBackend(index), []
     for f in features:
-        ev = sample_evidence(corpus, f, EvidenceConfig(), pool=200)
+        ev = sample_evidence(corpus, f, evidence, pool=200)
         req = NamingRequest(f, excerpts(corpus, f, ev.activating, 600), (), activating_ids=ev.pool_activating,
                             non_activating_ids=ev.pool_non_activating, hard_negative_ids=ev.selection_hard)
         ranked, near_r = kb.ranked(req, 60), kb.ranked(req, 60, hard=True)
@@ -282,6 +282,13 @@ def main() -> None:
                         help="EvidenceConfig.selection_activating (default: the config's)")
     parser.add_argument("--selection-hard", type=int, default=None,
                         help="EvidenceConfig.selection_hard_negatives (default: the config's)")
+    parser.add_argument("--hard-negatives", choices=["neighbours", "centroid"], default="neighbours",
+                        help="EvidenceConfig.hard_negatives_from; the other one is also run for keywords, "
+                             "as keywords_<other>_hard_negatives, unless --no-compare")
+    parser.add_argument("--seed", type=int, default=0, help="EvidenceConfig.seed (which documents are drawn)")
+    parser.add_argument("--extra-seeds", default="",
+                        help="comma-separated seeds keywords is also run with (keywords_seeds: top-half means)")
+    parser.add_argument("--no-compare", action="store_true", help="skip the other hard-negative definition")
     args = parser.parse_args()
     global SAE_CONFIG
     SAE_CONFIG = SAE_CONFIG.model_copy(update={"expansion_factor": args.expansion})
@@ -301,7 +308,8 @@ def main() -> None:
     index_s = time.perf_counter() - t0
     from contracts.interpret import EvidenceConfig
 
-    evidence = EvidenceConfig(**{k: v for k, v in (("selection_activating", args.selection_activating),
+    evidence = EvidenceConfig(hard_negatives_from=args.hard_negatives, seed=args.seed,
+                              **{k: v for k, v in (("selection_activating", args.selection_activating),
                                                    ("selection_hard_negatives", args.selection_hard))
                                  if v is not None})
     namer_args = dict(corpus=corpus, embed_texts=embed, term_index=index, evidence=evidence)
@@ -312,12 +320,28 @@ def main() -> None:
         feats = all_features
         if name == "keywords" and args.features:
             feats = all_features[:: max(1, len(all_features) // args.features)][: args.features]
+        if name == "keywords":
+            feats_keywords = feats
         if name != "keywords":  # an evenly spaced subset, by index (not chosen by score)
             feats = all_features[:: max(1, len(all_features) // args.llm_features)][: args.llm_features]
         results[name] = run_backend(namer_args, name, feats, args.batch)
+        if name == "keywords" and not args.no_compare:  # the same features, hard negatives found the other way
+            other = "centroid" if args.hard_negatives == "neighbours" else "neighbours"
+            results[f"keywords_{other}_hard_negatives"] = run_backend(
+                {**namer_args, "evidence": evidence.model_copy(update={"hard_negatives_from": other})},
+                name, feats, args.batch)
+    if args.extra_seeds and "keywords" in results:  # other draws of the evidence and held-out documents
+        seeds = {args.seed: results["keywords"]}
+        for seed in (int(x) for x in args.extra_seeds.split(",")):
+            seeds[seed] = run_backend({**namer_args, "evidence": evidence.model_copy(update={"seed": seed})},
+                                      "keywords", feats_keywords, args.batch)
+        results["keywords_seeds"] = {str(seed): {k: r[k] for k in ("embedding_score_mean", "embedding_score_top_half_mean",
+                                                                    "control_embedding_mean", "unreliable_fraction",
+                                                                    "features_per_min")}
+                                     for seed, r in seeds.items()}
     if args.ceiling:
         step = max(1, len(all_features) // args.ceiling)
-        results["keywords_ceiling"] = ceiling(corpus, index, embed, all_features[::step][: args.ceiling])
+        results["keywords_ceiling"] = ceiling(corpus, index, embed, all_features[::step][: args.ceiling], evidence)
     out = {
         "benchmark": "interpret",
         "data": {"path": str(DATA), "documents": corpus.n_docs, "chunks": int(emb.n_chunks)},
@@ -333,12 +357,17 @@ def main() -> None:
                      "label_embedder_threads": args.embed_threads, "batch_features": args.batch,
                      "term_index_seconds": round(index_s, 2),
                      "evidence": "defaults of EvidenceConfig (12 shown, 20+20 held out, half hard negatives)",
+                     "hard_negatives_from": f"{args.hard_negatives}: " + (
+                         "each of the 10 strongest non-held-out activating documents' nearest non-activating "
+                         "documents in turn (as delphi's FAISS constructor: neighbours of activating examples)"
+                         if args.hard_negatives == "neighbours" else
+                         "the non-activating documents nearest to the activating documents' centroid"),
                      "candidates": "keywords: top terms (words and 2-4 word phrases by log-odds), the best phrase, "
                                    "the top term, one extractive span (<= 8 words) of the driving-chunk excerpts, "
                                    "and term lists composed greedily from 16 topic + 8 near terms; at most 8 a "
                                    "feature, labels at most 8 words",
                      "selection": "each back-end's candidates compared by embedding AUROC on evidence documents only "
-                                  "(up to 64 activating across ranks, 30 hard + 30 random negatives, never held "
+                                  "(up to 200 activating across ranks, 66 hard + 66 random negatives, never held "
                                   "out); the best one is kept (a name rather than a term list when within 0.02) and "
                                   "only it is scored on the held-out documents",
                      "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()],

@@ -44,7 +44,16 @@ class EvidenceConfig(BaseModel):
     hard_negatives: int = Field(
         default=6, ge=0, le=100,
         description="Shown non-activating documents nearest (cosine of document embeddings) to the "
-        "centroid of the activating ones: what the label must exclude.",
+        "activating ones (see hard_negatives_from): what the label must exclude.",
+    )
+    hard_negatives_from: Literal["neighbours", "centroid"] = Field(
+        default="neighbours",
+        description="Where hard negatives are found: `neighbours`, the nearest non-activating documents of "
+        "each of the strongest activating ones in turn; `centroid`, those nearest to their centroid.",
+    )
+    hard_negative_anchors: int = Field(
+        default=10, ge=1, le=100,
+        description="Strongest activating documents (never held out) whose neighbours are hard negatives.",
     )
     holdout_activating: int = Field(
         default=20, ge=1, le=1000,
@@ -63,12 +72,12 @@ class EvidenceConfig(BaseModel):
         description="Characters of an excerpt, centred on the chunk where the feature is strongest.",
     )
     selection_activating: int = Field(
-        default=64, ge=2, le=1000,
+        default=200, ge=2, le=1000,
         description="Shown (never held-out) activating documents, spread over the activation ranks, that "
         "candidate labels are compared on: the best candidate by embedding AUROC on these is kept.",
     )
     selection_hard_negatives: int = Field(
-        default=24, ge=0, le=1000,
+        default=60, ge=0, le=1000,
         description="Extra hard negatives (the next nearest after the shown ones, never held out) that "
         "candidates are compared on, with as many random non-activating documents: the held-out mix.",
     )

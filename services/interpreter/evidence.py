@@ -4,8 +4,12 @@ For one feature: held-out activating documents are drawn at random first (so the
 the whole activation distribution), then the shown activating documents are drawn evenly
 across activation quantile bins of the rest (the strongest of the top bin, random in the
 others); non-activating documents are random ones and *hard negatives*, the non-activating
-documents nearest (cosine of document vectors) to the centroid of the activating ones. Hard
-negatives are split alternately between held-out and shown, so both get the same hardness.
+documents nearest (cosine of document vectors) to the activating ones: by default each of the
+10 strongest shown-side activating documents' nearest in turn (as delphi's FAISS constructor
+takes the neighbours of activating examples), or (`hard_negatives_from="centroid"`) those
+nearest to the activating documents' centroid — a harder set for the embedding scorer, whose
+label vectors tend towards that centroid. Hard negatives are split alternately between
+held-out and shown, nearest first, so both get the same hardness.
 Held-out and shown sets are disjoint by construction, and `EvidenceSet` checks it.
 
 Excerpts are centred on the chunk where the feature is strongest: the document's chunk
@@ -133,6 +137,28 @@ def hard_negatives(corpus: Corpus, centre_rows: np.ndarray, active: np.ndarray, 
     return top[np.argsort(-sims[top])].astype(np.int64)
 
 
+def neighbour_negatives(corpus: Corpus, anchors: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
+    """m non-activating positions, each the nearest (cosine) not yet taken to one of `anchors` in turn
+    (activating documents, strongest first): every anchor's nearest, then every anchor's second…"""
+    m = min(m, corpus.n_docs - len(active))
+    if m <= 0 or len(anchors) == 0:
+        return np.empty(0, np.int64)
+    sims = corpus.vectors[anchors] @ corpus.vectors.T  # [A, N]
+    sims[:, active] = -np.inf
+    # m a row is enough even if every anchor has the same neighbours, and never reaches an activating one
+    near = np.argpartition(-sims, m - 1, axis=1)[:, :m]
+    near = np.take_along_axis(near, np.argsort(-np.take_along_axis(sims, near, 1), axis=1), 1)  # [A, m], nearest first
+    out: list[int] = []
+    taken: set[int] = set()
+    for p in near.T.ravel().tolist():  # rank by rank, anchors in order
+        if p not in taken:
+            taken.add(p)
+            out.append(p)
+            if len(out) == m:
+                break
+    return np.asarray(out, np.int64)
+
+
 def split_alternating(items: np.ndarray, n_a: int, n_b: int) -> tuple[np.ndarray, np.ndarray]:
     """Deal items (nearest first) alternately to a and b, a first, until each is full."""
     a: list[int] = []
@@ -158,7 +184,11 @@ def sample_evidence(corpus: Corpus, feature: int, cfg: EvidenceConfig, *, pool: 
     order = np.argsort(-rest_acts, kind="stable")
     shown = quantile_sample(order, cfg.activating, cfg.quantiles, rng)
     hold_hard = cfg.holdout_non_activating // 2
-    nearest = hard_negatives(corpus, rest, active, hold_hard + cfg.hard_negatives + cfg.selection_hard_negatives)
+    n_near = hold_hard + cfg.hard_negatives + cfg.selection_hard_negatives
+    if cfg.hard_negatives_from == "neighbours":
+        nearest = neighbour_negatives(corpus, rest[order[: cfg.hard_negative_anchors]], active, n_near)
+    else:
+        nearest = hard_negatives(corpus, rest, active, n_near)
     hard = nearest[: hold_hard + cfg.hard_negatives]
     hard_hold, hard_shown = split_alternating(hard, hold_hard, cfg.hard_negatives)
     used = np.concatenate([active, hard])

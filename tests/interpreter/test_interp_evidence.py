@@ -58,8 +58,25 @@ def test_quantile_sample_takes_top_and_every_bin():
     assert [int(np.sum((picked >= lo) & (picked < lo + 25))) for lo in (0, 25, 50, 75)] == [2, 2, 2, 2]
 
 
-def test_hard_negatives_are_nearer_than_random(corpus):
-    ev = sample_evidence(corpus, 4, EvidenceConfig(seed=0))
+def test_hard_negatives_are_the_neighbours_of_the_strongest_activating_documents(corpus):
+    cfg = EvidenceConfig(seed=0, hard_negative_anchors=3)
+    ev = sample_evidence(corpus, 4, cfg)
+    active, acts = corpus.column(4)
+    rest = [(a, p) for p, a in zip(active.tolist(), acts.tolist()) if p not in ev.holdout_activating]
+    anchors = [p for _, p in sorted(rest, reverse=True)[:3]]
+    sims = corpus.vectors[anchors] @ corpus.vectors.T  # [3, N]
+    sims[:, active] = -np.inf
+    first = [int(np.argmax(row)) for row in sims]  # each anchor's nearest non-activating document
+    hard = [*ev.holdout_non_activating[:10], *ev.hard_negatives]
+    assert set(first) <= set(hard)
+    assert ev.holdout_non_activating[0] == first[0]  # the strongest one's nearest, dealt to held-out first
+    near = (corpus.vectors[hard] @ corpus.vectors[anchors].T).max(1)
+    rand = (corpus.vectors[ev.random_negatives] @ corpus.vectors[anchors].T).max(1)
+    assert near.mean() > rand.mean()
+
+
+def test_hard_negatives_nearest_the_centroid(corpus):
+    ev = sample_evidence(corpus, 4, EvidenceConfig(seed=0, hard_negatives_from="centroid"))
     active, _ = corpus.column(4)
     centroid = corpus.vectors[active].mean(0)
     hard = corpus.vectors[ev.hard_negatives] @ centroid
