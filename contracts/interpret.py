@@ -103,6 +103,12 @@ class ScoringConfig(BaseModel):
     detection_threshold: float = Field(
         default=0.65, ge=0.0, le=1.0, description="Balanced accuracy below which a label is unreliable.",
     )
+    min_holdout_activating: int = Field(
+        default=10, ge=1, le=1000,
+        description="Held-out activating documents a score must rest on for the name to count as reliable. "
+        "A feature firing on fewer than twice this many documents keeps its score but is marked unreliable: "
+        "on 3 held-out documents a score of 1.0 says little (chance alone spreads AUROC by ±0.18 there).",
+    )
     control: bool = Field(
         default=True, description="Score a random-label control (another feature's label) per feature.",
     )

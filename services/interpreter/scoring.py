@@ -64,7 +64,8 @@ async def detection_score(backend: Backend, label: str, description: str | None,
 
 
 def finalise(interp: Interpretation, cfg: ScoringConfig) -> Interpretation:
-    """Set `score` (detection when measured, else embedding) and `reliable` against its threshold."""
+    """Set `score` (detection when measured, else embedding) and `reliable`: at or above its threshold,
+    on at least `min_holdout_activating` held-out activating documents."""
     if interp.score_detection is not None:
         interp.score, threshold = interp.score_detection, cfg.detection_threshold
     elif interp.score_embedding is not None:
@@ -72,7 +73,8 @@ def finalise(interp: Interpretation, cfg: ScoringConfig) -> Interpretation:
     else:
         interp.score, interp.reliable = None, None
         return interp
-    interp.reliable = interp.score >= threshold
+    interp.reliable = (interp.score >= threshold
+                       and len(interp.evidence.holdout_activating) >= cfg.min_holdout_activating)
     return interp
 
 

@@ -67,6 +67,10 @@ def test_reinterpret_button_shows_the_new_name_without_reload(page, tmp_path: Pa
         assert len(stored) == 2
         page.reload()
         assert page.locator("#int-h").is_visible() and page.locator("#int-h ~ table tbody tr").count() == 2
+        best = max(stored, key=lambda i: i["score"])  # what the score rests on, as stored
+        ev = best["evidence"]
+        assert page.locator("#scored-on").inner_text() == (
+            f"{len(ev['holdout_activating'])} activating + {len(ev['holdout_non_activating'])} other held-out documents")
         assert page.console_errors == []
 
         # A wrong CSRF token is refused (no name added).

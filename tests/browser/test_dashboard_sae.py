@@ -34,7 +34,7 @@ def embedded_dataset(url: str, key: str, corpus: Path) -> dict:
 
 def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
     data = tmp_path / "data"
-    corpus = write_csv(tmp_path / "demo.csv", n=200, seed=4)
+    corpus = write_csv(tmp_path / "demo.csv", n=400, seed=4)  # enough for names scored on 10+ documents
     with live_server(data) as (url, _):
         key = create_key(data, "browser")
         emb = embedded_dataset(url, key, corpus)

@@ -44,9 +44,13 @@ async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> N
     page = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?sort=density&limit=20", headers=auth)).json()
     named = [f for f in page["items"] if f["label"]]
     assert len(named) == job["result"]["n_named"]
-    for f in named:
+    cfg = ScoringConfig()
+    for f in named:  # reliable: at or above the threshold, on enough held-out activating documents
         assert f["score"] is not None and 0 <= f["score"] <= 1
-        assert f["reliable"] == (f["score"] >= ScoringConfig().embedding_threshold)
+        shown = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{f['index']}/interpretations",
+                                  headers=auth)).json()[0]
+        held = len(shown["evidence"]["holdout_activating"])
+        assert f["reliable"] == (f["score"] >= cfg.embedding_threshold and held >= cfg.min_holdout_activating)
     first = named[0]
     interps = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{first['index']}/interpretations",
                                 headers=auth)).json()

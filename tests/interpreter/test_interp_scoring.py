@@ -73,7 +73,7 @@ async def test_detection_scorer_known_answer():
 
 def test_threshold_marks_unreliable_and_best_of_n_prefers_detection():
     cfg = ScoringConfig(embedding_threshold=0.7, detection_threshold=0.8)
-    ids = EvidenceIds(activating=[1])
+    ids = EvidenceIds(activating=[1], holdout_activating=list(range(10, 30)), holdout_non_activating=[2, 3])
     low = finalise(Interpretation(feature=0, label="a", backend="keywords", evidence=ids, score_embedding=0.6), cfg)
     high = finalise(Interpretation(feature=0, label="b", backend="keywords", evidence=ids, score_embedding=0.9), cfg)
     det = finalise(Interpretation(feature=0, label="c", backend="ollama", evidence=ids, score_embedding=0.95,
@@ -81,3 +81,13 @@ def test_threshold_marks_unreliable_and_best_of_n_prefers_detection():
     assert (low.reliable, high.reliable, det.reliable) == (False, True, False)
     assert det.score == 0.75 and best_index([low, high, det]) == 1
     assert best_index([Interpretation(feature=0, label="x", backend="keywords", evidence=ids)]) == 0
+
+
+def test_a_score_on_too_few_held_out_documents_is_not_reliable():
+    cfg = ScoringConfig(embedding_threshold=0.65, min_holdout_activating=10)
+    few = EvidenceIds(activating=[1], holdout_activating=[5, 6, 7], holdout_non_activating=list(range(20, 40)))
+    enough = few.model_copy(update={"holdout_activating": list(range(50, 60))})
+    perfect = finalise(Interpretation(feature=0, label="a", backend="keywords", evidence=few, score_embedding=1.0), cfg)
+    assert perfect.score == 1.0 and perfect.reliable is False
+    kept = finalise(Interpretation(feature=0, label="a", backend="keywords", evidence=enough, score_embedding=0.66), cfg)
+    assert kept.reliable is True
