@@ -41,6 +41,9 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
 
     # The feature list, best-named first; open the first named feature.
     page.goto(f"{url}/sae-runs/{sae}/features?sort=score")
+    shown = page.locator("#features tbody tr td:nth-child(2)")
+    kinds = [("ok" if shown.nth(i).locator(".label-ok").count() else "other") for i in range(shown.count())]
+    assert kinds[0] == "ok" and kinds == sorted(kinds)  # reliable names first, never after an unreliable one
     readme_shot(page, "features")
     page.locator("#features tbody tr").filter(has=page.locator(".label-ok")).first.locator("a").first.click()
     page.wait_for_url(re.compile(r"/features/\d+$"))

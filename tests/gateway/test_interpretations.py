@@ -51,6 +51,9 @@ async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> N
                                   headers=auth)).json()[0]
         held = len(shown["evidence"]["holdout_activating"])
         assert f["reliable"] == (f["score"] >= cfg.embedding_threshold and held >= cfg.min_holdout_activating)
+    by_score = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?sort=score&limit=500", headers=auth)).json()
+    keys = [(f["reliable"] is not True, -f["score"]) for f in by_score["items"] if f["score"] is not None]
+    assert keys == sorted(keys) and len(keys) == len(named)  # reliable names first, each kind best first
     first = named[0]
     interps = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{first['index']}/interpretations",
                                 headers=auth)).json()

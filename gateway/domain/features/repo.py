@@ -10,12 +10,13 @@ from sqlalchemy.orm import Session
 from gateway.domain.features.models import Family, FamilyMember, Feature, Interpretation
 
 SORTS = {
-    "index": Feature.index.asc(),
-    "density": Feature.density.desc(),
-    "max_activation": Feature.max_activation.desc(),
-    "mean_activation": Feature.mean_activation.desc(),
-    # the best interpretation's held-out score; unnamed and unscored features last
-    "score": Interpretation.score.desc().nulls_last(),
+    "index": (Feature.index.asc(),),
+    "density": (Feature.density.desc(),),
+    "max_activation": (Feature.max_activation.desc(),),
+    "mean_activation": (Feature.mean_activation.desc(),),
+    # reliable names first (a perfect score on 3 held-out documents is not one), then the best
+    # interpretation's held-out score; unnamed and unscored features last
+    "score": (Interpretation.reliable.desc().nulls_last(), Interpretation.score.desc().nulls_last()),
 }
 
 
@@ -51,7 +52,7 @@ def list_features(
     elif reliability == "unnamed":
         where.append(Feature.best_interpretation_id.is_(None))
     joined = select(Feature, Interpretation).outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id)
-    stmt = joined.where(*where).order_by(SORTS[sort], Feature.index).limit(limit).offset(offset)
+    stmt = joined.where(*where).order_by(*SORTS[sort], Feature.index).limit(limit).offset(offset)
     count = (select(func.count()).select_from(Feature)
              .outerjoin(Interpretation, Interpretation.id == Feature.best_interpretation_id).where(*where))
     total = session.scalar(count) or 0
