@@ -5,7 +5,7 @@ the whole activation distribution), then the shown activating documents are draw
 across activation quantile bins of the rest (the strongest of the top bin, random in the
 others); non-activating documents are random ones and *hard negatives*, the non-activating
 documents nearest (cosine of document vectors) to the activating ones: by default each of the
-10 strongest shown-side activating documents' nearest in turn (as delphi's FAISS constructor
+10 strongest non-held-out activating documents' nearest in turn (as delphi's FAISS constructor
 takes the neighbours of activating examples), or (`hard_negatives_from="centroid"`) those
 nearest to the activating documents' centroid — a harder set for the embedding scorer, whose
 label vectors tend towards that centroid. Hard negatives are split alternately between
