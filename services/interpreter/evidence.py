@@ -19,6 +19,7 @@ best chunk's character span.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -137,17 +138,60 @@ def hard_negatives(corpus: Corpus, centre_rows: np.ndarray, active: np.ndarray, 
     return top[np.argsort(-sims[top])].astype(np.int64)
 
 
-def neighbour_negatives(corpus: Corpus, anchors: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
+class Neighbours:
+    """Each anchor document's `depth` nearest documents (cosine; activating or not, nearest first),
+    found for many anchors at once: one matrix product per `block` anchors reads the document
+    vectors once for all of them, where one feature at a time would read them once a feature
+    (at 200,000 documents that read is most of the cost). The Namer prefetches a whole batch's
+    anchors; `rows` falls back to an exact search for an anchor whose list runs short."""
+
+    def __init__(self, corpus: Corpus, depth: int = 512, block: int = 64) -> None:
+        self.corpus, self.depth, self.block = corpus, depth, block
+        self._near: dict[int, np.ndarray] = {}
+
+    def prefetch(self, anchors: Iterable[int]) -> None:
+        """Find the neighbours of every anchor not known yet (the previous batch's are dropped)."""
+        want = {int(a) for a in anchors}
+        self._near = {a: v for a, v in self._near.items() if a in want}
+        new = np.asarray(sorted(want - self._near.keys()), np.int64)
+        vectors = self.corpus.vectors
+        depth = min(self.depth, self.corpus.n_docs)
+        for start in range(0, len(new), self.block):
+            rows = new[start:start + self.block]
+            sims = vectors[rows] @ vectors.T  # [B, N]
+            top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth]
+            top = np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
+            self._near.update(zip(rows.tolist(), top.astype(np.int32)))
+
+    def rows(self, anchors: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
+        """[A, m]: each anchor's m nearest non-activating positions, nearest first (m <= non-activating)."""
+        banned = np.zeros(self.corpus.n_docs, bool)
+        banned[active] = True
+        out = []
+        for a in anchors.tolist():
+            near = self._near.get(a)
+            kept = near[~banned[near]][:m] if near is not None else near
+            if kept is None or len(kept) < m:  # unknown, or too many activating neighbours: exact search
+                sims = self.corpus.vectors @ self.corpus.vectors[a]
+                sims[banned] = -np.inf
+                top = np.argpartition(-sims, m - 1)[:m]
+                kept = top[np.argsort(-sims[top], kind="stable")]
+            out.append(np.asarray(kept, np.int64))
+        return np.stack(out)
+
+
+def neighbour_negatives(corpus: Corpus, anchors: np.ndarray, active: np.ndarray, m: int,
+                        neighbours: Neighbours | None = None) -> np.ndarray:
     """m non-activating positions, each the nearest (cosine) not yet taken to one of `anchors` in turn
-    (activating documents, strongest first): every anchor's nearest, then every anchor's second…"""
+    (activating documents, strongest first): every anchor's nearest, then every anchor's second…
+    `neighbours` holds the anchors' neighbours found beforehand (else they are searched here)."""
     m = min(m, corpus.n_docs - len(active))
     if m <= 0 or len(anchors) == 0:
         return np.empty(0, np.int64)
-    sims = corpus.vectors[anchors] @ corpus.vectors.T  # [A, N]
-    sims[:, active] = -np.inf
-    # m a row is enough even if every anchor has the same neighbours, and never reaches an activating one
-    near = np.argpartition(-sims, m - 1, axis=1)[:, :m]
-    near = np.take_along_axis(near, np.argsort(-np.take_along_axis(sims, near, 1), axis=1), 1)  # [A, m], nearest first
+    if neighbours is None:
+        neighbours = Neighbours(corpus, depth=m + len(active))
+        neighbours.prefetch(anchors)
+    near = neighbours.rows(anchors, active, m)  # [A, m], nearest first
     out: list[int] = []
     taken: set[int] = set()
     for p in near.T.ravel().tolist():  # rank by rank, anchors in order
@@ -171,8 +215,10 @@ def split_alternating(items: np.ndarray, n_a: int, n_b: int) -> tuple[np.ndarray
     return np.asarray(a, np.int64), np.asarray(b, np.int64)
 
 
-def sample_evidence(corpus: Corpus, feature: int, cfg: EvidenceConfig, *, pool: int = 0) -> EvidenceSet:
-    """Shown and held-out documents for `feature` (positions); `pool` > 0 adds term-statistics pools."""
+def _split(corpus: Corpus, feature: int,
+           cfg: EvidenceConfig) -> tuple[np.random.Generator, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The feature's activating documents split into held-out and the rest (strongest first), and
+    the generator, ready for the next draws."""
     rng = feature_rng(cfg.seed, feature)
     active, acts = corpus.column(feature)
     if len(active) < cfg.min_activating:
@@ -181,12 +227,31 @@ def sample_evidence(corpus: Corpus, feature: int, cfg: EvidenceConfig, *, pool: 
     hold_mask = np.zeros(len(active), bool)
     hold_mask[rng.choice(len(active), n_hold, replace=False)] = True
     rest, rest_acts = active[~hold_mask], acts[~hold_mask]
-    order = np.argsort(-rest_acts, kind="stable")
+    return rng, active, hold_mask, rest, rest_acts, np.argsort(-rest_acts, kind="stable")
+
+
+def anchors_of(corpus: Corpus, feature: int, cfg: EvidenceConfig) -> np.ndarray:
+    """The activating documents whose neighbours `sample_evidence` takes as hard negatives (none for
+    the centroid kind, or a feature too rare to name)."""
+    if cfg.hard_negatives_from != "neighbours":
+        return np.empty(0, np.int64)
+    try:
+        _, _, _, rest, _, order = _split(corpus, feature, cfg)
+    except FeatureTooRare:
+        return np.empty(0, np.int64)
+    return rest[order[: cfg.hard_negative_anchors]]
+
+
+def sample_evidence(corpus: Corpus, feature: int, cfg: EvidenceConfig, *, pool: int = 0,
+                    neighbours: Neighbours | None = None) -> EvidenceSet:
+    """Shown and held-out documents for `feature` (positions); `pool` > 0 adds term-statistics pools;
+    `neighbours`: the anchors' neighbours found beforehand for a batch of features (Namer)."""
+    rng, active, hold_mask, rest, rest_acts, order = _split(corpus, feature, cfg)
     shown = quantile_sample(order, cfg.activating, cfg.quantiles, rng)
     hold_hard = cfg.holdout_non_activating // 2
     n_near = hold_hard + cfg.hard_negatives + cfg.selection_hard_negatives
     if cfg.hard_negatives_from == "neighbours":
-        nearest = neighbour_negatives(corpus, rest[order[: cfg.hard_negative_anchors]], active, n_near)
+        nearest = neighbour_negatives(corpus, rest[order[: cfg.hard_negative_anchors]], active, n_near, neighbours)
     else:
         nearest = hard_negatives(corpus, rest, active, n_near)
     hard = nearest[: hold_hard + cfg.hard_negatives]

@@ -22,7 +22,8 @@ from services.interpreter.backends.base import (Backend, BackendError, FamilyNam
                                                 NamingRequest, with_retries)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
-from services.interpreter.evidence import EvidenceSet, FeatureTooRare, cut_excerpt, feature_rng, sample_evidence
+from services.interpreter.evidence import (EvidenceSet, FeatureTooRare, Neighbours, anchors_of, cut_excerpt,
+                                           feature_rng, sample_evidence)
 from services.interpreter.selection import greedy_terms
 from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
                                          finalise)
@@ -130,6 +131,7 @@ class Namer:
                 backend.index = self.term_index
         self._gate = asyncio.Semaphore(self.concurrency)
         self.driving = DrivingChunks(self.corpus)
+        self.neighbours = Neighbours(self.corpus)
         self._vectors: dict[str, np.ndarray] = {}
         self.embedded = 0
         """Texts embedded so far (cache misses): what naming costs."""
@@ -157,6 +159,7 @@ class Namer:
 
     async def _name_features(self, features: Sequence[int],
                              control_pool: Sequence[str]) -> list[FeatureInterpretations]:
+        self.neighbours.prefetch(a for f in features for a in anchors_of(self.corpus, f, self.evidence).tolist())
         pending = [self._evidence(f) for f in features]
         await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
                                for opts, be in self.backends))
@@ -177,7 +180,8 @@ class Namer:
         n_act = len(self.corpus.column(feature)[0])
         record = FeatureInterpretations(feature=feature, n_activating=n_act)
         try:
-            return _Pending(record, sample_evidence(self.corpus, feature, self.evidence, pool=self.keyword_pool))
+            return _Pending(record, sample_evidence(self.corpus, feature, self.evidence, pool=self.keyword_pool,
+                                                    neighbours=self.neighbours))
         except FeatureTooRare as exc:
             record.skipped = str(exc)
             return _Pending(record)

@@ -7,8 +7,8 @@ import pytest
 
 from contracts.interpret import EvidenceConfig
 from services.interpreter.corpus import load_corpus
-from services.interpreter.evidence import (FeatureTooRare, cut_excerpt, excerpts, quantile_sample,
-                                           sample_evidence, strongest_chunk)
+from services.interpreter.evidence import (FeatureTooRare, Neighbours, anchors_of, cut_excerpt, excerpts,
+                                           quantile_sample, sample_evidence, strongest_chunk)
 from services.interpreter.sae_encoder import SaeEncoder
 
 
@@ -131,3 +131,14 @@ def test_numpy_encoder_matches_the_sae_service(tmp_path):
         got = dict(zip(idx[r].tolist(), acts[r].tolist()))
         assert want.keys() == got.keys()
         np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("depth", [6, 140, 512])  # 6: every list runs short (searched again); 140: 10 of 70 do
+def test_neighbours_found_for_a_batch_give_the_same_evidence(corpus, depth):
+    cfg = EvidenceConfig(seed=0)
+    features = [f for f in range(corpus.n_features) if len(anchors_of(corpus, f, cfg))]
+    batch = Neighbours(corpus, depth=depth, block=4)
+    batch.prefetch(a for f in features for a in anchors_of(corpus, f, cfg).tolist())
+    assert len(features) >= 4 and len(batch._near) >= 10
+    for f in features:
+        assert sample_evidence(corpus, f, cfg, pool=50, neighbours=batch) == sample_evidence(corpus, f, cfg, pool=50)
