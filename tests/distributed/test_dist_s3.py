@@ -99,11 +99,15 @@ async def test_import_and_embed_with_artifacts_on_s3(s3, tmp_path) -> None:  # n
             run = await client.post("/api/v1/embedding-runs", headers=auth,
                                     json={"dataset_id": ds.json()["id"], "shard_size": 8})
             done = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=180)
-        # The run's search index is built just after the run succeeds, by the same job: wait for it
-        # before stopping the jobs thread (stopping it abandons the job, and with it a write in
-        # flight; a CI run once caught `flat.faiss.tmp-…` that way). The jobs run on their own thread.
-        wait_until(lambda: any(k.endswith("/search/flat.faiss") for k in keys(s3, "prisma/")), 60,
-                   "the search index written")
+        # The run's search index is built just after the run succeeds, by the same job: wait for its
+        # write to finish before stopping the jobs thread (stopping it abandons the job, and with it a
+        # write in flight; CI runs caught `flat.faiss.tmp-…` that way). On S3 the rename into place is
+        # a copy, then a delete: the index appears before its temporary is gone, so wait for both.
+        def index_written() -> bool:
+            search = [k for k in keys(s3, "prisma/") if "/search/" in k]
+            return any(k.endswith("/search/flat.faiss") for k in search) and not any(".tmp-" in k for k in search)
+
+        wait_until(index_written, 60, "the search index written")
     finally:
         app.state.runner.shutdown()
     assert done["status"] == "succeeded", done
