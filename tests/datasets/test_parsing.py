@@ -6,7 +6,6 @@ import csv
 import json
 import pickle
 import struct
-import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -646,7 +645,6 @@ def test_large_csv_streams_in_bounded_memory(tmp_path):
     write_large_csv(path, n_rows=10_000, text_chars=10_000)
     assert path.stat().st_size > 100_000_000
     count, last = 0, None
-    started = time.monotonic()
     tracemalloc.start()
     try:
         for document in iter_documents(
@@ -662,5 +660,4 @@ def test_large_csv_streams_in_bounded_memory(tmp_path):
         tracemalloc.stop()
     assert (count, last) == (10_000, "P0009999")
     assert peak < 20_000_000, f"peak traced memory {peak / 1e6:.1f} MB"
-    assert time.monotonic() - started < 60
 
