@@ -82,6 +82,8 @@ async def test_bad_imports_name_the_problem_and_store_nothing(app, client, auth)
         (npy(with_nan), "v.npy", {}, 422, "vector", ["row 12", "NaN", "column 7"]),
         (parquet(ids, with_inf), "v.parquet", {}, 422, "vector", ["row 3", "infinite"]),
         (npy(with_zero), "v.npy", {}, 422, "vector", ["row 9", "all zeros"]),
+        (npy(np.where(np.arange(N)[:, None] == 4, 1e300, x.astype(np.float64))), "v.npy", {}, 422, "vector",
+         ["row 4", "beyond float32's range"]),
         (npy(x)[:-100], "v.npy", {}, 422, "file", ["truncated"]),
         (npy(x.astype(np.int64)), "v.npy", {}, 422, "vector", ["int64", "floating-point"]),
         (b"id,vector\nN1,0.5\n", "v.csv", {}, 422, "file", ["neither an .npy array nor a Parquet file"]),
@@ -140,6 +142,9 @@ async def test_npy_import_trains_an_sae_and_refuses_text_without_a_query_model(a
         assert refused.json()["field"] == "query_model" and "imported vectors" in refused.json()["detail"]
     naming = await client.post(f"/api/v1/sae-runs/{sae['id']}/interpretations", json={"features": [0]}, headers=auth)
     assert naming.status_code == 409 and naming.json()["field"] == "query_model"
+    one = await client.post(f"/api/v1/sae-runs/{sae['id']}/features/0/interpretations", json={"backend": "keywords"},
+                            headers=auth)
+    assert one.status_code == 409 and one.json()["field"] == "query_model"
     expression = await client.post(f"/api/v1/sae-runs/{sae['id']}/search", headers=auth,
                                    json={"mode": "expression", "expression": "F0 OR F1 OR F2"})
     assert expression.status_code == 200, expression.text  # what needs no text still works

@@ -190,15 +190,16 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
 def write_shards(store: ArtifactStore, prefix: str, vectors: np.ndarray, *,
                  normalize: bool) -> tuple[list[ArtifactInfo], tuple[float, float]]:
     """float32 [N, d] in position order → `{prefix}/embeddings/shard-NNNNN.npy` of SHARD_SIZE rows each
-    (contracts.embed's layout), each row scaled to unit norm as the embedder does when `normalize`.
-    Returns the shards' infos and the smallest and largest norm of the rows as given."""
+    (contracts.embed's layout), each row scaled to unit norm when `normalize`. Returns the shards'
+    infos and the smallest and largest norm of the rows as given."""
     infos, low, high = [], np.inf, 0.0
     for index, start in enumerate(range(0, len(vectors), SHARD_SIZE)):
         block = np.array(vectors[start:start + SHARD_SIZE], dtype=np.float32)  # [s, d], a copy
-        norms = np.linalg.norm(block, axis=1, keepdims=True)  # [s, 1]
+        # float64: a float32 square overflows past 1.8e19; rows are never all zeros here (checked)
+        norms = np.linalg.norm(block.astype(np.float64), axis=1, keepdims=True)  # [s, 1]
         low, high = min(low, float(norms.min())), max(high, float(norms.max()))
         if normalize:
-            block /= np.maximum(norms, 1e-12)
+            block = (block / norms).astype(np.float32)
         buf = io.BytesIO()
         np.save(buf, np.ascontiguousarray(block))
         key = f"{prefix}/embeddings/shard-{index:05d}.npy"

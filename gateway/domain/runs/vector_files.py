@@ -74,9 +74,15 @@ def read_vectors(path: Path, keys: DatasetKeys, *, work_path: Path, max_bytes: i
                             field="file")
     vectors = _read_npy(path, keys, max_bytes=max_bytes)
     for start in range(0, keys.n, BLOCK_ROWS):  # .npy: a file row is a dataset position
-        check_block(np.asarray(vectors.array[start:start + BLOCK_ROWS], dtype=np.float32), start, keys,
-                    positions=None, normalize=normalize)
+        check_block(as_float32(vectors.array[start:start + BLOCK_ROWS]), start, keys, positions=None,
+                    normalize=normalize)
     return vectors
+
+
+def as_float32(values: np.ndarray) -> np.ndarray:
+    """A float32 copy; a value beyond float32's range becomes inf (refused by check_block), silently."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=np.float32)
 
 
 def check_block(block: np.ndarray, first_row: int, keys: DatasetKeys, *, positions: np.ndarray | None,
@@ -154,7 +160,10 @@ def _read_parquet(path: Path, keys: DatasetKeys, *, work_path: Path, max_bytes: 
     except (pa.ArrowException, OSError) as exc:
         raise RunInputError(f"file: column {id_column!r} is unreadable, truncated or corrupt ({exc})",
                             field="file") from None
-    positions = match_ids(ids, id_column, keys)  # int64 [rows]: each row's dataset position
+    try:
+        positions = match_ids(ids, id_column, keys)  # int64 [rows]: each row's dataset position
+    except pa.ArrowException as exc:  # e.g. a uint64 id past int64's range
+        raise RunInputError(f"{id_column}: ids of type {ids.type} cannot be matched ({exc})", field=id_column) from None
     out, row = None, 0
     try:
         for batch in pf.iter_batches(batch_size=BLOCK_ROWS, columns=[VECTOR_COLUMN]):
@@ -209,7 +218,7 @@ def _vector_block(column: pa.Array, first_row: int, d: int | None) -> tuple[np.n
         row = first_row + at // d
         raise RunInputError(f"vector: row {row} holds a null value at column {at % d}", field="vector",
                             locator=f"row {row}")
-    return values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(column), d), d  # [b, d]
+    return as_float32(values.to_numpy(zero_copy_only=False)).reshape(len(column), d), d  # [b, d]
 
 
 def match_ids(ids: pa.Array, column: str, keys: DatasetKeys) -> np.ndarray:
