@@ -77,7 +77,7 @@ async def test_bad_imports_name_the_problem_and_store_nothing(app, client, auth)
         (parquet(ids[:7] + ["X99"] + ids[8:], x), "v.parquet", {}, 422, "external_id", ["'X99'", "row 7"]),
         (parquet(ids[:7] + [ids[3]] + ids[8:], x), "v.parquet", {}, 422, "external_id",
          [f"'{ids[3]}' appears 2 times"]),
-        (parquet(ids[:39], x[:39]), "v.parquet", {}, 422, "external_id", ["have no vector", f"'{ids[39]}'"]),
+        (parquet(ids[:39], x[:39]), "v.parquet", {}, 422, "external_id", ["has no vector", f"'{ids[39]}'"]),
         (parquet(list(range(N)), x, id_column="position")[:-40], "v.parquet", {}, 422, "file", ["Parquet", "corrupt"]),
         (npy(with_nan), "v.npy", {}, 422, "vector", ["row 12", "NaN", "column 7"]),
         (parquet(ids, with_inf), "v.parquet", {}, 422, "vector", ["row 3", "infinite"]),
@@ -111,6 +111,25 @@ async def test_bad_imports_name_the_problem_and_store_nothing(app, client, auth)
     assert list(app.state.settings.uploads_dir.iterdir()) == []
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_failed_write_leaves_nothing_behind(app, client, auth, monkeypatch) -> None:  # noqa: ANN001
+    """The store failing after the run row and a shard were written: both are removed again."""
+    from gateway.domain.runs import embedding_import
+
+    real = embedding_import.write_shards
+
+    def write_then_fail(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        real(*args, **kwargs)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(embedding_import, "write_shards", write_then_fail)
+    ds = await upload_notes(client, auth)
+    with pytest.raises(OSError, match="disk full"):
+        await post_import(client, auth, npy(unit_vectors()), "v.npy", dataset_id=ds)
+    assert (await client.get("/api/v1/embedding-runs", headers=auth)).json()["total"] == 0
+    assert app.state.store.list("embedding-runs") == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_npy_import_trains_an_sae_and_refuses_text_without_a_query_model(app, client, auth) -> None:  # noqa: ANN001
@@ -128,6 +147,10 @@ async def test_npy_import_trains_an_sae_and_refuses_text_without_a_query_model(a
     stored = np.load(app.state.store.local_path(shard["uri"]))
     assert stored.dtype == np.float32
     np.testing.assert_allclose(stored, unit_vectors(seed=1), rtol=0, atol=1e-6)
+    events = (await client.get("/api/v1/audit-events", headers=auth)).json()
+    (event,) = [e for e in events if e["action"] == "embedding_run.import"]
+    assert event["target_id"] == str(run["id"]) and event["details"] == {"dataset_id": ds, "n_documents": N, "dim": D,
+                                                                           "format": "npy"}
 
     (sae,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": run["id"], "config": TINY},
                                 headers=auth)).json()
@@ -200,6 +223,26 @@ async def test_imported_vectors_are_the_embedded_ones(app, client, auth) -> None
     assert job["result"]["n_named"] + job["result"]["n_skipped"] == 3
 
 
+def test_rows_are_matched_by_any_id_column() -> None:
+    """external_id, doc_id or position: each row's dataset position, whatever the rows' order."""
+    from gateway.domain.runs.errors import RunInputError
+    from gateway.domain.runs.vector_files import DatasetKeys, match_ids
+
+    keys = DatasetKeys(3, np.arange(10, 15), pa.array(["a", "b", "c", "d", "e"]))
+    want = [4, 0, 2, 1, 3]
+    assert match_ids(pa.array(["e", "a", "c", "b", "d"]), "external_id", keys).tolist() == want
+    assert match_ids(pa.array([14, 10, 12, 11, 13]), "doc_id", keys).tolist() == want
+    assert match_ids(pa.array(want), "position", keys).tolist() == want
+    for ids, column, fragment in [(pa.array([10, 11, 12, 13, 99]), "doc_id", "99 (first at row 4)"),
+                                  (pa.array([0, 1, 2, 3, 5]), "position", "5 (first at row 4)"),
+                                  (pa.array([0, 1, 2, 3, None]), "position", "row 4 has no id")]:
+        with pytest.raises(RunInputError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+            match_ids(ids, column, keys)
+    no_ids = DatasetKeys(3, np.arange(10, 12), pa.array(["a", None]))
+    with pytest.raises(RunInputError, match="key the vectors by doc_id or position"):
+        match_ids(pa.array(["a", "b"]), "external_id", no_ids)
+
+
 def test_cli_imports_embeddings(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     """`prisma embeddings import DATASET FILE`: the same checks and run as the API, exit 2 when refused."""
     from typer.testing import CliRunner
@@ -226,5 +269,5 @@ def test_cli_imports_embeddings(tmp_path, monkeypatch) -> None:  # noqa: ANN001
         assert done.exit_code == 0, done.output
         assert "embedding run 1 (imported:e5): 40 vectors of dimension 384" in done.output
     finally:
+        get_engine(get_settings().sqlalchemy_url).dispose()  # this test's SQLite file; other engines stay cached
         get_settings.cache_clear()
-        get_engine.cache_clear()

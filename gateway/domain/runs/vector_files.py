@@ -232,7 +232,7 @@ def match_ids(ids: pa.Array, column: str, keys: DatasetKeys) -> np.ndarray:
     if len(unknown):
         shown = ", ".join(repr(ids[int(r)].as_py()) for r in unknown[:_SHOWN])
         more = f" and {len(unknown) - _SHOWN} more" if len(unknown) > _SHOWN else ""
-        raise RunInputError(f"{column}: {len(unknown)} ids are not documents of dataset {keys.dataset_id}: "
+        raise RunInputError(f"{column}: {_count(len(unknown), 'id is', 'ids are')} not in dataset {keys.dataset_id}: "
                             f"{shown}{more} (first at row {unknown[0]})", field=column, locator=f"row {unknown[0]}")
     counts = np.bincount(positions, minlength=keys.n)  # [N]
     dup = np.flatnonzero(counts > 1)
@@ -245,9 +245,14 @@ def match_ids(ids: pa.Array, column: str, keys: DatasetKeys) -> np.ndarray:
     if len(missing):
         shown = ", ".join(keys.name(int(p)) for p in missing[:_SHOWN])
         more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
-        raise RunInputError(f"{column}: {len(missing)} documents of dataset {keys.dataset_id} have no vector: "
+        raise RunInputError(f"{column}: {_count(len(missing), 'document', 'documents')} of dataset {keys.dataset_id} "
+                            f"{'has' if len(missing) == 1 else 'have'} no vector: "
                             f"{shown}{more}", field=column)
     return positions
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _lookup(ids: pa.Array, column: str, keys: DatasetKeys) -> np.ndarray:
