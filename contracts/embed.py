@@ -137,3 +137,23 @@ class EmbedJobResult(BaseModel):
     )
     shards_computed: int = Field(description="Shards computed by this invocation.")
     shards_reused: int = Field(description="Shards found complete in the store (a resumed run) and kept.")
+
+
+class EmbeddingImportResult(BaseModel):
+    """What an imported embedding run holds (`POST /api/v1/embedding-runs/import`): the uploaded
+    vectors as shards in the embedded runs' layout, without chunk provenance."""
+
+    name: str = Field(description="The model's name as given; the run's model is 'imported:<name>'.")
+    source: str = Field(description="The uploaded file's name.")
+    format: Literal["npy", "parquet"] = Field(description="'npy': rows in position order; 'parquet': keyed by id.")
+    id_column: str | None = Field(description="The Parquet file's id column (external_id, doc_id or position).")
+    dtype: str = Field(description="The uploaded values' type; shards are float32.")
+    dim: int = Field(description="Vector dimension d.")
+    n_documents: int = Field(description="Documents = rows over all shards, in dataset position order.")
+    normalize: bool = Field(description="Whether each vector was scaled to unit L2 norm before it was stored.")
+    norm_min: float = Field(description="The smallest L2 norm among the uploaded vectors (before any scaling).")
+    norm_max: float = Field(description="The largest L2 norm among the uploaded vectors (before any scaling).")
+    shards: list[ArtifactInfo] = Field(description="Embedding shards in order: float32 [docs_in_shard, d] .npy.")
+    chunks: list[ArtifactInfo] = Field(
+        default_factory=list, description="Always empty: imported vectors have no chunk provenance.",
+    )

@@ -136,7 +136,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RunInputError)
     async def run_input(_: Request, exc: RunInputError) -> JSONResponse:
-        return _error(exc.status_code, exc.message, field=exc.field)
+        return _error(exc.status_code, exc.message, field=exc.field, locator=exc.locator)
 
     @app.exception_handler(ConceptInputError)
     async def concept_input(_: Request, exc: ConceptInputError) -> JSONResponse:

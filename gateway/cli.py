@@ -1,4 +1,4 @@
-"""`prisma`: serve, migrate, manage keys, import datasets, run workers, run the demo."""
+"""`prisma`: serve, migrate, manage keys, import datasets and embeddings, run workers, run the demo."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ app = typer.Typer(help="Prisma: interpretable text embeddings.", no_args_is_help
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 key_app = typer.Typer(help="API keys.", no_args_is_help=True)
 ds_app = typer.Typer(help="Datasets.", no_args_is_help=True)
+emb_app = typer.Typer(help="Embedding runs.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(key_app, name="apikey")
 app.add_typer(ds_app, name="datasets")
+app.add_typer(emb_app, name="embeddings")
 console = Console(stderr=True)
 
 
@@ -172,6 +174,42 @@ def embed(
         raise typer.Exit(1)
     result = job.result or {}
     console.print(f"done: {result.get('n_documents', 0):,} documents, {result.get('n_chunks', 0):,} chunks")
+
+
+@emb_app.command("import")
+def embeddings_import(
+    dataset: Annotated[int, typer.Argument(help="Dataset id.")],
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help=(
+        "Parquet (a 'vector' column and an id column: external_id, doc_id or position) or .npy [N, d] in "
+        "dataset order."))],
+    name: Annotated[str | None, typer.Option(
+        help="The model's name, recorded as 'imported:<name>' (default: the file name).")] = None,
+    dim: Annotated[int | None, typer.Option(help="Refuse the file unless its vectors have this dimension.")] = None,
+    normalize: Annotated[bool, typer.Option(help="Scale each vector to unit L2 norm (as embedded runs are).")] = True,
+    query_model: Annotated[str | None, typer.Option(help=(
+        "Embedder model that embeds texts as these vectors were (enables text search and naming)."))] = None,
+    query_pooling: Annotated[str, typer.Option(help="mean | mean_content | cls (with --query-model)")] = "mean",
+) -> None:
+    """Import vectors embedded elsewhere for DATASET as a succeeded embedding run; all or nothing."""
+    import asyncio
+
+    from gateway.app import create_app
+    from gateway.domain.auth.service import Principal
+    from gateway.domain.runs.embedding_import import import_embedding_run, import_request
+    from gateway.domain.runs.errors import RunInputError
+
+    fields = {"dataset_id": str(dataset), "name": name or "", "dim": "" if dim is None else str(dim),
+              "normalize": str(normalize), "query_model": query_model or "", "query_pooling": query_pooling}
+    application = create_app(get_settings(), configure_logs=False)
+    try:
+        req = import_request(fields, path=file, filename=file.name)
+        run = asyncio.run(import_embedding_run(application.state, req, Principal(None, "cli"), None))
+    except RunInputError as exc:
+        console.print(f"[red]import refused:[/] {exc.message}")
+        raise typer.Exit(2) from None
+    finally:
+        application.state.runner.shutdown()
+    console.print(f"embedding run [bold]{run.id}[/] ({run.model}): {run.n_documents:,} vectors of dimension {run.dim}")
 
 
 def follow_job(factory, job_id: str):  # noqa: ANN001, ANN201

@@ -19,6 +19,7 @@ from gateway.dashboard.sae_pages import crumbs, sae_run_or_404
 from gateway.dashboard.views import Pager, render
 from gateway.deps import SessionDep, require_login
 from gateway.domain.features import repo as feature_repo
+from gateway.domain.runs.query_model import NoQueryModel
 from gateway.search import service
 from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
 from gateway.search.space import SearchNotReady
@@ -59,6 +60,8 @@ async def run_search(state: Any, run_id: int, mode: str, q: str, method: str, of
         return None, exc.errors()[0]["msg"]
     except (SearchNotReady, ServiceUnavailable, ServiceError) as exc:
         return None, str(exc)
+    except NoQueryModel as exc:
+        return None, exc.message
 
 
 @router.get("/sae-runs/{run_id}/search", response_class=HTMLResponse)

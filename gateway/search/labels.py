@@ -14,6 +14,7 @@ from contracts.search import LabelSearch
 from gateway.db import session_scope
 from gateway.domain.features.models import Feature, Interpretation
 from gateway.domain.runs import repo as run_repo
+from gateway.domain.runs.query_model import query_embedding
 from gateway.search import repo
 
 Row = tuple[Feature, Interpretation, float]
@@ -41,7 +42,7 @@ def _named(factory: Any, run_id: int) -> tuple[tuple[int, ...], list[tuple[Featu
     with session_scope(factory) as session:
         run = run_repo.get_sae_run(session, run_id=run_id)
         emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
-        spec = {"model": emb.model, "pooling": emb.pooling, "normalize": True}
+        spec = query_embedding(emb) | {"normalize": True}  # NoQueryModel (409) for imported vectors without one
         named = repo.named_features(session, sae_run_id=run_id)
         fingerprint = repo.labels_fingerprint(session, sae_run_id=run_id)
         session.expunge_all()

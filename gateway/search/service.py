@@ -29,6 +29,7 @@ from contracts.search import (
 )
 from gateway.db import session_scope
 from gateway.domain.runs import repo as run_repo
+from gateway.domain.runs.query_model import query_embedding
 from gateway.search import labels as label_search
 from gateway.search import text_index
 from gateway.search.expressions import evaluate
@@ -90,8 +91,8 @@ def _text_prepare(state: Any, run_id: int, session: Session | None) -> _TextTarg
     settings = state.settings
     with _unit(state, session) as db:
         run, emb = _run_and_dataset(db, run_id)
+        spec = query_embedding(emb)  # NoQueryModel (409) for imported vectors without a query model
         space = load_search_space(db, state.store, run)  # SearchNotReady before any other work
-        spec = {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
         sae_uri = run.result["artifacts"]["cfg"]["uri"].rsplit("/", 1)[0]
         emb_id, dataset_id = emb.id, emb.dataset_id
     uri = text_index.ensure_index(state.factory, state.store, emb_id, flat_max_docs=settings.search_flat_max_docs,

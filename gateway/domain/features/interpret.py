@@ -32,6 +32,8 @@ from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import embedded_worker_ctx, run_service_job
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.models import EmbeddingRun
+from gateway.domain.runs.query_model import query_embedding
 from gateway.services import ServiceError
 
 KIND = "interpret_run"
@@ -49,8 +51,9 @@ class InterpretJob(BaseModel):
     request: InterpretationRequest
 
 
-def _corpus_ref(session: Any, sae_run_id: int) -> tuple[CorpusRef, dict[str, Any]]:
-    """Where the interpreter reads documents, vectors, chunks and codes; how labels are embedded."""
+def _corpus_ref(session: Any, sae_run_id: int) -> tuple[CorpusRef, EmbeddingRun]:
+    """Where the interpreter reads documents, vectors, chunks (none for imported vectors) and codes;
+    and the embedding run, whose `query_embedding` says how labels are embedded."""
     sae = run_repo.get_sae_run(session, run_id=sae_run_id)
     emb = run_repo.get_embedding_run(session, run_id=sae.embedding_run_id)
     ds = dataset_repo.get_dataset(session, dataset_id=emb.dataset_id)
@@ -61,7 +64,7 @@ def _corpus_ref(session: Any, sae_run_id: int) -> tuple[CorpusRef, dict[str, Any
         chunks=[c["uri"] for c in emb.result.get("chunks", [])], codes_csc_uri=arts["codes_csc"]["uri"],
         sae_uri=arts["cfg"]["uri"].rsplit("/", 1)[0],
     )
-    return ref, {"model": emb.model, "pooling": emb.pooling, "normalize": emb.normalize}
+    return ref, emb
 
 
 def interpreter_corpus(session: Any, sae_run_id: int) -> CorpusRef:
@@ -82,8 +85,8 @@ def run_families(session: Any, sae_run_id: int) -> list[FeatureFamily]:
 def corpus_ref(ctx_factory: Any, sae_run_id: int) -> tuple[CorpusRef, list[FeatureFamily], dict[str, Any]]:
     """The interpreter's corpus reference, the run's families, and the label-embedding spec."""
     with session_scope(ctx_factory) as session:
-        ref, spec = _corpus_ref(session, sae_run_id)
-        return ref, run_families(session, sae_run_id), spec
+        ref, emb = _corpus_ref(session, sae_run_id)
+        return ref, run_families(session, sae_run_id), query_embedding(emb)
 
 
 async def in_process_embedder(ctx: JobContext, spec: dict[str, Any]) -> Callable[[list[str]], np.ndarray]:
@@ -153,6 +156,7 @@ async def start_interpretation(app_state: Any, sae_run_id: int, body: Interpreta
         bad = [i for i in body.features or [] if not 0 <= i < (run.n_latents or 0)]
         if bad:
             raise RunInputError(f"features: index {bad[0]} is out of range 0..{run.n_latents - 1}", field="features")
+        query_embedding(run_repo.get_embedding_run(session, run_id=run.embedding_run_id))  # labels must be embeddable
         audit(session, principal, "interpretation.create", target_type="sae_run", target_id=sae_run_id,
               request_id=request_id, details={"backends": [b.backend for b in body.backends]})
     return await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway",
@@ -175,7 +179,8 @@ def _reinterpret_request(factory: Any, sae_run_id: int, index: int, body: Reinte
                                 field="index", status_code=404)
         if run.status != "succeeded":
             raise RunInputError(f"sae_run: SAE run {sae_run_id} has not succeeded", field="sae_run_id", status_code=409)
-        ref, spec = _corpus_ref(session, sae_run_id)
+        ref, emb = _corpus_ref(session, sae_run_id)
+        spec = query_embedding(emb)
         controls: list[str] = []
         for reliability in ("reliable", "unreliable"):
             rows, _ = feature_repo.list_features(session, sae_run_id=sae_run_id, sort="index", limit=CONTROLS,

@@ -51,3 +51,10 @@ def list_sae_runs(session: Session, *, embedding_run_id: int | None = None, swee
     if sweep_id is not None:
         stmt = stmt.where(SaeRun.sweep_id == sweep_id)
     return list(session.scalars(stmt.order_by(SaeRun.id.desc()).limit(500)))
+
+
+def delete_embedding_run(session: Session, *, run_id: int) -> None:
+    run = session.get(EmbeddingRun, run_id)
+    if run is not None:
+        session.delete(run)
+        session.flush()

@@ -1,0 +1,44 @@
+"""How a text (a search query, a feature's label) is embedded to meet an embedding run's vectors.
+
+An embedded run answers with its own model and pooling. An imported run's vectors were made
+elsewhere: a text meets them only through the `query_model` named at import (an embedder model
+that makes the same vectors); without one, text search, semantic label search and naming are
+refused with a 409 that says why, before any work starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.models import EmbeddingRun
+
+IMPORTED = "imported"
+"""The pooling recorded on an imported run (its model is recorded as `imported:<name>`)."""
+
+
+class NoQueryModel(RunInputError):
+    """The run's vectors were imported without a model that embeds texts like them."""
+
+    def __init__(self, run: EmbeddingRun) -> None:
+        super().__init__(
+            f"query_model: embedding run {run.id} holds imported vectors ({run.model}) and no query model, so no "
+            "text can be embedded to meet them: text search, semantic label search and naming need one; import "
+            "the vectors again with query_model (the embedder model that made them)",
+            field="query_model", status_code=409)
+        self.run_id = run.id
+
+
+def is_imported(run: EmbeddingRun) -> bool:
+    return run.pooling == IMPORTED
+
+
+def query_embedding(run: EmbeddingRun) -> dict[str, Any]:
+    """The embedder's request fields (model, pooling, normalize) that embed a text as the run's
+    documents were. Raises NoQueryModel (409) for imported vectors without a query model."""
+    if not is_imported(run):
+        return {"model": run.model, "pooling": run.pooling, "normalize": run.normalize}
+    spec = run.spec or {}
+    if not spec.get("query_model"):
+        raise NoQueryModel(run)
+    return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": run.normalize}
