@@ -43,6 +43,8 @@ UPLOAD_BODY = {
         },
     }
 }
+MAX_MAPPING_BYTES = 8_000  # a ColumnMapping names a few columns: a small object of strings and lists
+MAX_MAPPING_DEPTH = 4  # it needs 2 (an object holding lists of names)
 ERRORS = {400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 
 
@@ -54,10 +56,37 @@ def dataset_out(session: SessionDep, ds: Dataset) -> DatasetOut:
     return out
 
 
+def json_depth(text: str) -> int:
+    """How deeply JSON text nests arrays and objects, in one pass (brackets inside strings skipped):
+    json.loads recurses per level, so text nested thousands deep raised RecursionError (a 500)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def check_mapping_shape(text: str) -> None:
+    """The `mapping` field is small and shallow, before it is parsed."""
+    if len(text.encode()) > MAX_MAPPING_BYTES:
+        raise UploadError(422, f"mapping: longer than the {MAX_MAPPING_BYTES:,}-byte limit", field="mapping")
+    if json_depth(text) > MAX_MAPPING_DEPTH:
+        raise UploadError(422, f"mapping: nested deeper than the limit of {MAX_MAPPING_DEPTH} levels", field="mapping")
+
+
 def mapping_from_form(fields: dict[str, str]) -> ColumnMapping:
     """A ColumnMapping from the `mapping` JSON field or the flat *_column fields."""
     raw: dict[str, object] = {}
     if fields.get("mapping"):
+        check_mapping_shape(fields["mapping"])
         try:
             raw = json.loads(fields["mapping"])
         except json.JSONDecodeError as exc:
