@@ -18,7 +18,7 @@ from gateway.domain.runs.errors import RunInputError
 
 from gateway.api.v1.datasets import receive_and_import
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
-from gateway.domain.auth.service import audit, verify_key
+from gateway.domain.auth.service import audit, end_session, start_session, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs import repo as job_repo
@@ -48,15 +48,19 @@ def login(
     if principal is None:
         return login_page_response(request, status_code=401, error="That key is not valid.")
     request.session.clear()
-    request.session["key_id"] = principal.key_id
+    request.session["sid"] = start_session(session, principal, max_age_s=request.app.state.settings.session_max_age_s)
     audit(session, principal, "session.login")
     target = next if next.startswith("/") and not urlparse(next).netloc and not next.startswith("//") else "/datasets"
     return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/logout")
-def logout(request: Request, _: CurrentUser, csrf_token: Annotated[str, Form()] = "") -> Response:
+def logout(request: Request, session: SessionDep, principal: CurrentUser,
+           csrf_token: Annotated[str, Form()] = "") -> Response:
     check_csrf(request, csrf_token)
+    if isinstance(token := request.session.get("sid"), str):
+        end_session(session, token)
+    audit(session, principal, "session.logout")
     request.session.clear()
     return RedirectResponse("/login", status_code=status.HTTP_303_SEE_OTHER)
 
