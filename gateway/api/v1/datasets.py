@@ -14,7 +14,7 @@ from contracts.datasets import ColumnMapping
 from gateway.deps import CurrentKey, DatasetDep, RequestId, SessionDep, SettingsDep, StoreDep
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.datasets import repo
-from gateway.domain.datasets.models import Dataset
+from gateway.domain.datasets.models import Dataset, Document
 from gateway.domain.datasets.service import ImportLimits, ImportRequest, delete_dataset, import_dataset
 from gateway.uploads import UploadError, receive_upload
 
@@ -43,9 +43,17 @@ UPLOAD_BODY = {
         },
     }
 }
+LISTING_TEXT_CHARS = 16_384  # 500 documents a page: at most 8 M characters of text
 MAX_MAPPING_BYTES = 8_000  # a ColumnMapping names a few columns: a small object of strings and lists
 MAX_MAPPING_DEPTH = 4  # it needs 2 (an object holding lists of names)
 ERRORS = {400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+
+
+def listed_document(doc: Document, text: str) -> DocumentOut:
+    """A listing's document: its text as far as the listing reads it (never `doc.text`: deferred)."""
+    return DocumentOut.model_validate({
+        "id": doc.id, "position": doc.position, "external_id": doc.external_id, "text": text, "labels": doc.labels,
+        "meta": doc.meta, "n_chars": doc.n_chars, "truncated": doc.n_chars > len(text)})
 
 
 def dataset_out(session: SessionDep, ds: Dataset) -> DatasetOut:
@@ -156,8 +164,10 @@ def list_documents(
     ds: DatasetDep, session: SessionDep, _: CurrentKey,
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> DocumentPage:
-    rows, total = repo.list_documents(session, dataset_id=ds.id, limit=limit, offset=offset)
-    return DocumentPage(items=[DocumentOut.model_validate(d) for d in rows], total=total, limit=limit, offset=offset)
+    rows, total = repo.list_documents(session, dataset_id=ds.id, limit=limit, offset=offset,
+                                      text_chars=LISTING_TEXT_CHARS)
+    return DocumentPage(items=[listed_document(doc, text) for doc, text in rows], total=total, limit=limit,
+                        offset=offset, text_chars=LISTING_TEXT_CHARS)
 
 
 @router.get("/{dataset_id}/documents/{document_id}", response_model=DocumentOut, responses={404: {"model": ErrorOut}})
