@@ -31,7 +31,8 @@ def check_csrf(request: Request, form_token: str | None = None) -> None:
     UTF-8 bytes: compare_digest refuses str with non-ASCII characters (a TypeError, once a 500)."""
     expected = request.session.get("csrf")
     presented = request.headers.get(CSRF_HEADER) or form_token or ""
-    if not expected or not hmac.compare_digest(str(expected).encode(), presented.encode("utf-8", "surrogatepass")):
+    presented_bytes = presented.encode("utf-8", "surrogatepass")
+    if not expected or not hmac.compare_digest(str(expected).encode(), presented_bytes):
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail="CSRF token missing or wrong; reload the page")
 
 

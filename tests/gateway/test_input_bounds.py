@@ -21,7 +21,8 @@ async def test_run_settings_have_upper_bounds(client, auth) -> None:  # noqa: AN
     cases = [
         ("/api/v1/sae-runs", {"embedding_run_id": 1, "config": {"epochs": 10**9}}, "body.config.epochs"),
         ("/api/v1/sae-runs", {"embedding_run_id": 1, "config": {"max_steps": 10**12}}, "body.config.max_steps"),
-        ("/api/v1/sae-runs", {"embedding_run_id": 1, "sweep": [{"k": 8}, {"batch_size": 10**8}]}, "body.sweep.1.batch_size"),
+        ("/api/v1/sae-runs", {"embedding_run_id": 1, "sweep": [{"k": 8}, {"batch_size": 10**8}]},
+         "body.sweep.1.batch_size"),
         ("/api/v1/sae-runs", {"embedding_run_id": 1, "config": {"seed": 2**70}}, "body.config.seed"),
         ("/api/v1/sae-runs", {"embedding_run_id": 1, "stats": {"block_latents": 10**9}}, "body.stats.block_latents"),
         ("/api/v1/embedding-runs", {"dataset_id": 1, "shard_size": 10**9}, "body.shard_size"),
