@@ -41,7 +41,9 @@ class DocumentOut(BaseModel):
     text: str
     labels: list[str]
     metadata: dict[str, Any] = Field(validation_alias="meta")
-    n_chars: int
+    n_chars: int = Field(description="Length of the whole text, characters.")
+    truncated: bool = Field(default=False, description="True in a listing when `text` holds only the first "
+                            "`text_chars` characters; GET the document for the whole text.")
 
 
 class DocumentPage(BaseModel):
@@ -49,6 +51,8 @@ class DocumentPage(BaseModel):
     total: int
     limit: int
     offset: int
+    text_chars: int = Field(description="Longest text a listing returns, characters: longer ones are cut "
+                            "(`truncated`), so that a page stays a few megabytes (documents reach 10 MB each).")
 
 
 class ApiKeyCreate(BaseModel):

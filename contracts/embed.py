@@ -80,21 +80,22 @@ class EmbeddingRunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(default="default", description="Local model directory, cached hub id, or 'default'.")
+    model: str = Field(default="default", min_length=1, max_length=300,  # the runs table's column
+                       description="Local model directory, cached hub id, or 'default'.")
     pooling: Pooling = Field(default="mean", description="Per-chunk pooling: 'mean', 'mean_content' or 'cls' (see Pooling).")
     normalize: bool = Field(default=True, description="Unit-norm document vectors (the model's own pipeline does).")
     max_length: int | None = Field(
-        default=None, ge=3,
+        default=None, ge=3, le=32_768,
         description="Override L_max (tokens per chunk, specials included); None: the model's own "
         "(sentence_bert_config.json max_seq_length, else the tokenizer's limit).",
     )
     shard_size: int = Field(
-        default=2048, ge=1,
+        default=2048, ge=1, le=100_000,
         description="Documents per shard: the unit of checkpointing, so a killed worker recomputes at "
         "most this many. 2048 is about a minute of CPU work for MiniLM on abstracts.",
     )
     batch_tokens: int | None = Field(
-        default=None, ge=16,
+        default=None, ge=16, le=1_048_576,
         description="Padded tokens per forward batch; None: the service's setting for its device.",
     )
 

@@ -65,7 +65,8 @@ class EvidenceConfig(BaseModel):
         description="Non-activating documents held out for scoring, half of them hard negatives.",
     )
     min_activating: int = Field(
-        default=4, ge=2, description="Features firing on fewer documents are not named (too little evidence).",
+        default=4, ge=2, le=100_000,
+        description="Features firing on fewer documents are not named (too little evidence).",
     )
     excerpt_chars: int = Field(
         default=600, ge=50, le=20_000,

@@ -26,51 +26,51 @@ class SaeConfig(BaseModel):
         "MiniLM (d = 384): enough features for a corpus of ~10^5 documents without most of them dying.",
     )
     k: int = Field(
-        default=32, ge=1,
+        default=32, ge=1, le=4096,
         description="Active latents per document (L0). 32 is sparsify's default and the paper's setting; "
         "it must be at most n.",
     )
     k_aux: int | None = Field(
-        default=None, ge=1,
+        default=None, ge=1, le=65_536,
         description="Dead latents used by the AuxK loss; None means d // 2, the heuristic of Gao et al. "
         "appendix B.1 that sparsify hard-codes.",
     )
     aux_alpha: float = Field(
-        default=1 / 32, ge=0.0,
+        default=1 / 32, ge=0.0, le=10.0,
         description="Weight α of the AuxK loss. 1/32 is the value of Gao et al.; 0 disables AuxK.",
     )
     dead_after_samples: int | None = Field(
-        default=None, ge=1,
+        default=None, ge=1, le=10**12,
         description="A latent is dead once it has not fired for this many training samples. None means "
         "one epoch of the training split: sparsify's 10M tokens is far more than a document collection "
         "holds, and a latent that fires on no document of a full pass is dead for this corpus "
         "(its expected firings per epoch are k·N/n, e.g. 27 for N = 2,600, k = 32, n = 3,072).",
     )
     lr: float | None = Field(
-        default=None, gt=0.0,
+        default=None, gt=0.0, le=1.0,
         description="Adam learning rate; None means sparsify's rule 2e-4 / sqrt(n / 2^14), which keeps "
         "the update size comparable across widths.",
     )
     lr_warmup_steps: int = Field(
-        default=100, ge=0,
+        default=100, ge=0, le=10_000_000,
         description="Linear warm-up steps, then linear decay to 0 at the last step, as sparsify's Adam "
         "schedule; 100 (not sparsify's 1,000) because document runs have a few thousand steps.",
     )
     batch_size: int = Field(
-        default=256, ge=1,
+        default=256, ge=1, le=65_536,
         description="Documents per step. 256 keeps the encoder matmul efficient on CPU; it is clipped to "
         "the training split's size.",
     )
     epochs: int = Field(
-        default=50, ge=1,
+        default=50, ge=1, le=100_000,
         description="Passes over the training split when max_steps is None. Document corpora are small "
         "(10^3 to 10^6 rows), so an SAE needs many passes to converge.",
     )
     max_steps: int | None = Field(
-        default=None, ge=1, description="Total optimiser steps; overrides epochs when set.",
+        default=None, ge=1, le=10_000_000, description="Total optimiser steps; overrides epochs when set.",
     )
     seed: int = Field(
-        default=0, description="Seeds the initialisation, the hold-out split and the data order.",
+        default=0, ge=0, le=2**32 - 1, description="Seeds the initialisation, the hold-out split and the data order.",
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="'auto' uses CUDA when present, else the CPU.",
@@ -81,7 +81,7 @@ class SaeConfig(BaseModel):
         "median (Gao et al.; robust to outlying documents, on at most 10,000 samples).",
     )
     checkpoint_every_steps: int = Field(
-        default=200, ge=1,
+        default=200, ge=1, le=10_000_000,
         description="Steps between checkpoints; a killed worker loses at most this many steps. 200 "
         "steps cost a few seconds on CPU, a checkpoint well under a second.",
     )
@@ -142,10 +142,10 @@ class StatsConfig(BaseModel):
         description="Features in each heatmap (densest, most connected): readable as a grid of cells.",
     )
     eps: float = Field(
-        default=1e-8, gt=0.0, description="ε in C_norm[i, j] = C[i, j] / (f_i + ε).",
+        default=1e-8, gt=0.0, le=1.0, description="ε in C_norm[i, j] = C[i, j] / (f_i + ε).",
     )
     block_latents: int = Field(
-        default=2048, ge=1,
+        default=2048, ge=1, le=1_048_576,
         description="Latents (rows of C) computed per block; bounds the memory of the sparse products.",
     )
 
@@ -166,7 +166,7 @@ class FamiliesConfig(BaseModel):
         "levels of sub-families below the top one, as in the paper's figures.",
     )
     min_family_size: int = Field(
-        default=2, ge=2,
+        default=2, ge=2, le=100_000,
         description="Smallest family kept, parent included; 2 means a parent with at least one child.",
     )
 

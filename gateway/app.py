@@ -20,7 +20,7 @@ from contracts.catalog import Health
 from gateway import __version__
 from gateway.api.v1 import router as api_router
 from gateway.api.v1.search import add_error_handlers as add_search_error_handlers
-from gateway.config import GatewaySettings, get_settings
+from gateway.config import GatewaySettings, get_settings, make_private
 from gateway.dashboard import router as dashboard_router
 from gateway.dashboard.views import login_page_response
 from gateway.db import session_factory
@@ -42,7 +42,7 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
     settings = settings or get_settings()
     if configure_logs:
         configure_logging(settings.log_level, json_lines=settings.log_json)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(settings.data_dir)  # before the SQLite file, uploads or artifacts are created
     if settings.auto_migrate if settings.auto_migrate is not None else settings.embedded:
         upgrade(settings.sqlalchemy_url)
 
@@ -68,9 +68,11 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
         session_cookie="prisma_session",
         max_age=settings.session_max_age_s,
         same_site="strict",
-        https_only=settings.cookie_secure,
+        https_only=settings.cookie_secure is True,
     )
-    from gateway.middleware import ConcurrencyLimitMiddleware, RequestIdMiddleware
+    from gateway.middleware import ConcurrencyLimitMiddleware, RequestIdMiddleware, SecurityHeadersMiddleware
+
+    app.add_middleware(SecurityHeadersMiddleware, cookie_name="prisma_session", cookie_secure=settings.cookie_secure)
 
     app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent_requests)
     app.add_middleware(RequestIdMiddleware)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from gateway.config import GatewaySettings, get_settings
+from gateway.config import PRIVATE_UMASK, GatewaySettings, get_settings, make_private
 
 app = typer.Typer(help="Prisma: interpretable text embeddings.", no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -25,11 +26,17 @@ app.add_typer(emb_app, name="embeddings")
 console = Console(stderr=True)
 
 
+@app.callback()
+def _owner_only_files() -> None:
+    """Every command's files (the database, uploads, artifacts, workers' shards) are owner-only."""
+    os.umask(PRIVATE_UMASK)
+
+
 def _factory(settings: GatewaySettings):  # noqa: ANN202
     from gateway.db import session_factory
     from gateway.migrate import upgrade
 
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(settings.data_dir)
     if settings.auto_migrate if settings.auto_migrate is not None else settings.embedded:
         upgrade(settings.sqlalchemy_url)
     return session_factory(settings.sqlalchemy_url)

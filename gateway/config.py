@@ -16,6 +16,7 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MB = 1024 * 1024
+PRIVATE_UMASK = 0o077  # files owner-only: clinical text in the database, uploads and snapshots
 
 
 class GatewaySettings(BaseSettings):
@@ -57,7 +58,12 @@ class GatewaySettings(BaseSettings):
     session_max_age_s: int = Field(default=12 * 3600, gt=0, description="Dashboard session lifetime, seconds.")
     log_level: str = Field(default="INFO", description="Root log level. Document text is never logged above DEBUG.")
     log_json: bool = Field(default=True, description="One JSON object per log line (False: human-readable).")
-    cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (set behind HTTPS).")
+    cookie_secure: bool | None = Field(
+        default=None,
+        description="Mark the session cookie Secure. Unset: Secure except on plain http to a loopback host "
+        "(localhost, 127.0.0.1, ::1), where a browser has no https; true: always; false: never (plain http "
+        "on a trusted network, where a Secure cookie would not be sent back and login could not work).",
+    )
     max_concurrent_requests: int = Field(
         default=24, ge=1,
         description="Requests the gateway works on at once; more wait their turn. At most half the database "
@@ -126,6 +132,17 @@ class GatewaySettings(BaseSettings):
             finally:
                 tmp.unlink()
         return path.read_text().strip()
+
+
+def make_private(data_dir: Path) -> None:
+    """Owner-only from here on: the process's files (umask 077) and the data dir itself (0700).
+
+    Every Prisma process (gateway, workers, services: one user in the image) reads and writes
+    the same files, so nothing is lost for them; other users of the machine see nothing."""
+    os.umask(PRIVATE_UMASK)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if data_dir.stat().st_uid == os.getuid() and data_dir.stat().st_mode & PRIVATE_UMASK:
+        data_dir.chmod(0o700)  # created by an older version, or by hand
 
 
 @lru_cache

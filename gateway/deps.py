@@ -11,8 +11,7 @@ from sqlalchemy.orm import Session
 from artifacts import ArtifactStore
 from gateway.config import GatewaySettings
 from gateway.db import session_scope
-from gateway.domain.auth.models import ApiKey
-from gateway.domain.auth.service import Principal, verify_key
+from gateway.domain.auth.service import Principal, session_principal, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
 from gateway.domain.jobs.runner import JobRunner
@@ -60,11 +59,9 @@ def _principal_from_request(request: Request, session: Session) -> Principal | N
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token:
         return verify_key(session, token.strip())
-    key_id = request.session.get("key_id") if "session" in request.scope else None
-    if key_id is not None:
-        key = session.get(ApiKey, key_id)
-        if key is not None and key.revoked_at is None:
-            return Principal(key_id=key.id, name=key.name)
+    token = request.session.get("sid") if "session" in request.scope else None
+    if isinstance(token, str) and token:
+        return session_principal(session, token)  # None once logged out: the row is gone
     return None
 
 

@@ -3,7 +3,9 @@
 FastAPI's `UploadFile` would parse the whole body before the handler runs, so an oversized
 upload could only be refused after it had been received. Here the body is fed chunk by
 chunk to python-multipart's parser; the file part goes straight to a temporary file and
-the upload is refused (413) as soon as the byte count passes the limit.
+the upload is refused (413) as soon as the byte count passes the limit. The form's other parts
+are held in memory, so they are bounded too: at most `MAX_PARTS` parts, each text field at most
+`MAX_FIELD_BYTES` (python-multipart itself bounds each part's headers: 8 of 4 KiB).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 MAX_FIELD_BYTES = 64 * 1024
+MAX_PARTS = 16  # the upload form has the file and 7 text fields
 
 
 class UploadError(Exception):
@@ -66,14 +69,19 @@ async def receive_upload(request: Request, *, tmp_dir: Path, max_bytes: int, fil
     if content_type != b"multipart/form-data" or b"boundary" not in params:
         raise UploadError(415, "the body must be multipart/form-data with a 'file' part", field="file")
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_bytes + MAX_FIELD_BYTES * 16:
+    if declared and declared.isdigit() and int(declared) > max_bytes + MAX_FIELD_BYTES * MAX_PARTS:
         raise UploadError(413, f"upload of {int(declared):,} bytes is over the {max_bytes:,}-byte limit", field="file")
 
     tmp_dir.mkdir(parents=True, exist_ok=True)
     result = ReceivedUpload()
     state = _PartState()
+    parts = 0
 
     def on_part_begin() -> None:
+        nonlocal parts
+        parts += 1
+        if parts > MAX_PARTS:
+            raise UploadError(413, f"the form has more than {MAX_PARTS} parts, the limit", field="form")
         state.__init__()  # type: ignore[misc]
 
     def on_header_field(data: bytes, start: int, end: int) -> None:
@@ -104,7 +112,8 @@ async def receive_upload(request: Request, *, tmp_dir: Path, max_bytes: int, fil
             state.out.write(data[start:end])
         else:
             if len(state.buffer) + n > MAX_FIELD_BYTES:
-                raise UploadError(413, f"form field '{state.name}' is over {MAX_FIELD_BYTES} bytes", field=state.name)
+                raise UploadError(413, f"form field '{state.name}' is over the {MAX_FIELD_BYTES:,}-byte limit",
+                                  field=state.name)
             state.buffer += data[start:end]
 
     def on_part_end() -> None:

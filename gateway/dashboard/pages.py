@@ -16,9 +16,9 @@ from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.embedding import create_embedding_run
 from gateway.domain.runs.errors import RunInputError
 
-from gateway.api.v1.datasets import receive_and_import
+from gateway.api.v1.datasets import listed_document, receive_and_import
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
-from gateway.domain.auth.service import audit, verify_key
+from gateway.domain.auth.service import audit, end_session, start_session, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs import repo as job_repo
@@ -31,6 +31,7 @@ public = APIRouter(include_in_schema=False)
 # Login first: a page of a dataset that does not exist is a 401 (login page), not a 404.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
 PAGE_SIZE = 25
+SHOWN_CHARS = 600  # of each document's text in the dataset page's table
 
 
 @public.get("/login", response_class=HTMLResponse)
@@ -48,15 +49,19 @@ def login(
     if principal is None:
         return login_page_response(request, status_code=401, error="That key is not valid.")
     request.session.clear()
-    request.session["key_id"] = principal.key_id
+    request.session["sid"] = start_session(session, principal, max_age_s=request.app.state.settings.session_max_age_s)
     audit(session, principal, "session.login")
     target = next if next.startswith("/") and not urlparse(next).netloc and not next.startswith("//") else "/datasets"
     return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/logout")
-def logout(request: Request, _: CurrentUser, csrf_token: Annotated[str, Form()] = "") -> Response:
+def logout(request: Request, session: SessionDep, principal: CurrentUser,
+           csrf_token: Annotated[str, Form()] = "") -> Response:
     check_csrf(request, csrf_token)
+    if isinstance(token := request.session.get("sid"), str):
+        end_session(session, token)
+    audit(session, principal, "session.logout")
     request.session.clear()
     return RedirectResponse("/login", status_code=status.HTTP_303_SEE_OTHER)
 
@@ -87,7 +92,9 @@ def dataset_page(
     ds = dataset_repo.get_dataset(session, dataset_id=dataset_id)
     if ds is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"dataset {dataset_id} not found")
-    docs, total = dataset_repo.list_documents(session, dataset_id=ds.id, limit=PAGE_SIZE, offset=offset)
+    rows, total = dataset_repo.list_documents(session, dataset_id=ds.id, limit=PAGE_SIZE, offset=offset,
+                                              text_chars=SHOWN_CHARS + 1)  # one more: the template adds "…"
+    docs = [listed_document(doc, text) for doc, text in rows]
     runs, _ = run_repo.list_embedding_runs(session, limit=50, offset=0, dataset_id=ds.id)
     ctx = {"dataset": ds, "documents": docs, "pager": Pager(offset=offset, limit=PAGE_SIZE, total=total), "runs": runs}
     template = "partials/_documents.html" if request.headers.get("hx-request") else "pages/dataset.html"

@@ -27,10 +27,12 @@ def csrf_token(request: Request) -> str:
 
 
 def check_csrf(request: Request, form_token: str | None = None) -> None:
-    """Forms and HTMX requests must echo the session's token (header or form field)."""
+    """Forms and HTMX requests must echo the session's token (header or form field). Compared as
+    UTF-8 bytes: compare_digest refuses str with non-ASCII characters (a TypeError, once a 500)."""
     expected = request.session.get("csrf")
     presented = request.headers.get(CSRF_HEADER) or form_token or ""
-    if not expected or not hmac.compare_digest(expected, presented):
+    presented_bytes = presented.encode("utf-8", "surrogatepass")
+    if not expected or not hmac.compare_digest(str(expected).encode(), presented_bytes):
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail="CSRF token missing or wrong; reload the page")
 
 

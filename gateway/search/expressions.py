@@ -40,6 +40,9 @@ COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "=": operator.eq,
 }
 ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+# Features named by F<n> or label:"…" in one expression; each may become a dense column of documents.
+# (A family's members are merged in one sparse pass and do not count.)
+MAX_FEATURES = 256
 
 
 @dataclass
@@ -128,12 +131,28 @@ class _Evaluator:
         self.space = space
         self.columns: dict[int, np.ndarray] = {}
         self.referenced: dict[int, None] = {}  # feature indices in order of first reference
+        self.named: set[int] = set()  # those named by F<n> or label:"…"
 
     def column(self, index: int, node: ast.Node) -> np.ndarray:
-        self.check(index, node)
+        self.name(index, node)
         if index not in self.columns:
             self.columns[index] = self.space.column(index)
         return self.columns[index]
+
+    def name(self, index: int, node: ast.Node) -> int:
+        """`check`, and count the feature against MAX_FEATURES."""
+        self.check(index, node)
+        self.named.add(index)
+        if len(self.named) > MAX_FEATURES:
+            raise ExpressionError(f"the expression names more than {MAX_FEATURES} distinct features (the limit)",
+                                  line=node.line, column=node.column, expected=[])
+        return index
+
+    def reference(self, node: ast.FeatureRef | ast.LabelRef) -> int:
+        """The feature index a reference names (a label resolved)."""
+        if isinstance(node, ast.FeatureRef):
+            return node.index
+        return resolve_label(self.space, node.label, line=node.line, column=node.column)
 
     def check(self, index: int, node: ast.Node) -> int:
         if not 0 <= index < self.space.n_features:
@@ -147,23 +166,34 @@ class _Evaluator:
         float64 (NumPy 2 would cast a plain Python float down to float32)."""
         if isinstance(node, ast.Num):
             return np.float64(node.value)
-        if isinstance(node, ast.FeatureRef):
-            return self.column(node.index, node)
-        if isinstance(node, ast.LabelRef):
-            return self.column(resolve_label(self.space, node.label, line=node.line, column=node.column), node)
+        if isinstance(node, (ast.FeatureRef, ast.LabelRef)):
+            return self.column(self.reference(node), node)
         if isinstance(node, ast.FamilyRef):
             members = self.space.families.get(node.family_id)
             if members is None:
                 raise UnknownFamilyError(node.family_id, line=node.line, column=node.column)
             return self.space.largest([self.check(int(i), node) for i in members])
         if isinstance(node, ast.AnyOf):
-            return self._largest([self.number(item) for item in node.items])
+            return self._any(node)
         if isinstance(node, ast.Arith):
             return ARITH[node.op](_f64(self.number(node.left)), _f64(self.number(node.right)))
         if isinstance(node, ast.Neg):
             return -self.number(node.item)
         raise ExpressionError("a condition cannot be used as a number here", line=node.line, column=node.column,
                               expected=["a number", "a feature (F12)"])
+
+    def _any(self, node: ast.AnyOf) -> np.ndarray:
+        """The members that are plain references are merged in one sparse pass (any(F0, …, F200) is one
+        dense vector, not 201); the others are evaluated and folded in with np.maximum."""
+        indices, values = [], []
+        for item in node.items:  # in order, so features are listed and errors found as written
+            if isinstance(item, (ast.FeatureRef, ast.LabelRef)):
+                indices.append(self.name(self.reference(item), item))
+            else:
+                values.append(self.number(item))
+        if indices:
+            values.insert(0, self.space.largest(indices))
+        return self._largest(values)
 
     def _largest(self, values: list[np.ndarray | np.float64]) -> np.ndarray:
         out = values[0]

@@ -6,10 +6,11 @@ would have been accepted there, worded for people (`a number`, `')'`), not lark'
 
 from __future__ import annotations
 
-import ast as py_ast
 from functools import lru_cache
 
-from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken, v_args
+from lark import Lark, Token, Transformer_NonRecursive, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark import v_args
+from lark.exceptions import VisitError
 from lark.tree import Meta
 
 from gateway.search import ast
@@ -17,6 +18,10 @@ from gateway.search.errors import ExpressionError
 from gateway.search.grammar import GRAMMAR
 
 MAX_LENGTH = 10_000  # characters; longer input is refused before parsing
+# Checked on lark's tree before anything recursive walks it (a 2,000-deep NOT was a RecursionError).
+# A chain of + or AND adds a level per term: 256 still holds a weighted sum of 250 features.
+MAX_DEPTH = 256
+MAX_NODES = 2_000  # numbers, references and operators
 
 EXPECTED_WORDS = {
     "NUMBER": "a number", "FEATURE": "a feature (F12)", "LABEL": 'label:"…"', "FAMILY": "family:N",
@@ -33,8 +38,9 @@ def _parser() -> Lark:
 
 
 @v_args(inline=True, meta=True)
-class _ToAst(Transformer):
-    """lark tree → ast nodes; each node keeps the position where its text starts (meta)."""
+class _ToAst(Transformer_NonRecursive):
+    """lark tree → ast nodes; each node keeps the position where its text starts (meta).
+    Non-recursive: lark's own Transformer takes two Python frames per level."""
 
     def number(self, m: Meta, tok: Token) -> ast.Num:
         return ast.Num(m.line, m.column, value=float(tok))
@@ -43,8 +49,7 @@ class _ToAst(Transformer):
         return ast.FeatureRef(m.line, m.column, index=int(tok[1:]))
 
     def label(self, m: Meta, tok: Token) -> ast.LabelRef:
-        # the quoted string as Python reads it: \" and \\ escapes, nothing evaluated
-        return ast.LabelRef(m.line, m.column, label=py_ast.literal_eval(tok).strip())
+        return ast.LabelRef(m.line, m.column, label=unquote(tok).strip())
 
     def family(self, m: Meta, tok: Token) -> ast.FamilyRef:
         return ast.FamilyRef(m.line, m.column, family_id=int(tok))
@@ -73,6 +78,42 @@ class _ToAst(Transformer):
 
     def not_(self, m: Meta, item: ast.Node) -> ast.Not:
         return ast.Not(m.line, m.column, item=item)
+
+
+def unquote(tok: Token) -> str:
+    """A STRING token's text: `\\"` is a quote and `\\\\` a backslash; any other escape is an error at
+    its column (Python's literal_eval raised on `\\x` inside lark, a 500)."""
+    out, i, body = [], 1, str(tok)
+    while i < len(body) - 1:
+        char = body[i]
+        if char == "\\":
+            escaped = body[i + 1]
+            if escaped not in ('"', "\\"):
+                raise ExpressionError(f"unknown escape '\\{escaped}' in a label: only \\\" and \\\\ are escapes",
+                                      line=tok.line or 1, column=(tok.column or 1) + i, expected=[])
+            out.append(escaped)
+            i += 2
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def check_size(tree: Tree) -> None:
+    """At most MAX_NODES nodes and MAX_DEPTH levels, counted without recursion."""
+    nodes, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        line, column = getattr(node.meta, "line", 1), getattr(node.meta, "column", 1)
+        if depth > MAX_DEPTH:
+            raise ExpressionError(f"the expression nests more than {MAX_DEPTH} levels deep (the limit; each NOT, "
+                                  "and each term of a chain of + or AND, is a level)", line=line, column=column,
+                                  expected=[])
+        if nodes > MAX_NODES:
+            raise ExpressionError(f"the expression has more than {MAX_NODES} numbers, references and operators "
+                                  "(the limit)", line=line, column=column, expected=[])
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
 
 
 def _end_position(text: str) -> tuple[int, int]:
@@ -127,7 +168,13 @@ def parse(text: str) -> ast.Expression:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
         raise _error_from_lark(text, exc) from None
-    root = _ToAst().transform(tree)
+    check_size(tree)
+    try:
+        root = _ToAst().transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, ExpressionError):
+            raise exc.orig_exc from None
+        raise
     check_types(root)
     return ast.Expression(text=text, root=root)
 

@@ -119,7 +119,15 @@ async def test_writes_are_audited_without_document_text(app, client, auth) -> No
     assert "SEGRETO" not in dumped
 
 
-async def test_dashboard_login_with_csrf(client: httpx.AsyncClient, api_key: str) -> None:
+@pytest.fixture
+async def https_client(app):  # noqa: ANN001, ANN201
+    """Over https, as a deployment serves the dashboard: the session cookie is Secure elsewhere."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://prisma.test") as c:
+        yield c
+
+
+async def test_dashboard_login_with_csrf(https_client: httpx.AsyncClient, api_key: str) -> None:
+    client = https_client
     page = await client.get("/login")
     token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
     no_csrf = await client.post("/login", data={"key": api_key})

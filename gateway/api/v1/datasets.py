@@ -14,7 +14,7 @@ from contracts.datasets import ColumnMapping
 from gateway.deps import CurrentKey, DatasetDep, RequestId, SessionDep, SettingsDep, StoreDep
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.datasets import repo
-from gateway.domain.datasets.models import Dataset
+from gateway.domain.datasets.models import Dataset, Document
 from gateway.domain.datasets.service import ImportLimits, ImportRequest, delete_dataset, import_dataset
 from gateway.uploads import UploadError, receive_upload
 
@@ -43,7 +43,17 @@ UPLOAD_BODY = {
         },
     }
 }
+LISTING_TEXT_CHARS = 16_384  # 500 documents a page: at most 8 M characters of text
+MAX_MAPPING_BYTES = 8_000  # a ColumnMapping names a few columns: a small object of strings and lists
+MAX_MAPPING_DEPTH = 4  # it needs 2 (an object holding lists of names)
 ERRORS = {400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+
+
+def listed_document(doc: Document, text: str) -> DocumentOut:
+    """A listing's document: its text as far as the listing reads it (never `doc.text`: deferred)."""
+    return DocumentOut.model_validate({
+        "id": doc.id, "position": doc.position, "external_id": doc.external_id, "text": text, "labels": doc.labels,
+        "meta": doc.meta, "n_chars": doc.n_chars, "truncated": doc.n_chars > len(text)})
 
 
 def dataset_out(session: SessionDep, ds: Dataset) -> DatasetOut:
@@ -54,10 +64,37 @@ def dataset_out(session: SessionDep, ds: Dataset) -> DatasetOut:
     return out
 
 
+def json_depth(text: str) -> int:
+    """How deeply JSON text nests arrays and objects, in one pass (brackets inside strings skipped):
+    json.loads recurses per level, so text nested thousands deep raised RecursionError (a 500)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def check_mapping_shape(text: str) -> None:
+    """The `mapping` field is small and shallow, before it is parsed."""
+    if len(text.encode()) > MAX_MAPPING_BYTES:
+        raise UploadError(422, f"mapping: longer than the {MAX_MAPPING_BYTES:,}-byte limit", field="mapping")
+    if json_depth(text) > MAX_MAPPING_DEPTH:
+        raise UploadError(422, f"mapping: nested deeper than the limit of {MAX_MAPPING_DEPTH} levels", field="mapping")
+
+
 def mapping_from_form(fields: dict[str, str]) -> ColumnMapping:
     """A ColumnMapping from the `mapping` JSON field or the flat *_column fields."""
     raw: dict[str, object] = {}
     if fields.get("mapping"):
+        check_mapping_shape(fields["mapping"])
         try:
             raw = json.loads(fields["mapping"])
         except json.JSONDecodeError as exc:
@@ -127,8 +164,10 @@ def list_documents(
     ds: DatasetDep, session: SessionDep, _: CurrentKey,
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> DocumentPage:
-    rows, total = repo.list_documents(session, dataset_id=ds.id, limit=limit, offset=offset)
-    return DocumentPage(items=[DocumentOut.model_validate(d) for d in rows], total=total, limit=limit, offset=offset)
+    rows, total = repo.list_documents(session, dataset_id=ds.id, limit=limit, offset=offset,
+                                      text_chars=LISTING_TEXT_CHARS)
+    return DocumentPage(items=[listed_document(doc, text) for doc, text in rows], total=total, limit=limit,
+                        offset=offset, text_chars=LISTING_TEXT_CHARS)
 
 
 @router.get("/{dataset_id}/documents/{document_id}", response_model=DocumentOut, responses={404: {"model": ErrorOut}})

@@ -37,3 +37,16 @@ class AuditEvent(Base):
     target_id: Mapped[str | None] = mapped_column(String(100))
     request_id: Mapped[str | None] = mapped_column(String(64))
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class DashboardSession(Base):
+    """A dashboard login known to the server: the signed cookie carries a random token, this row its
+    SHA-256. Logging out deletes the row, so a copy of the cookie stops working with it."""
+
+    __tablename__ = "dashboard_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True,
+                                            comment="SHA-256 of the session token in the cookie, hex.")
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(index=True)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gateway.db import utcnow
-from gateway.domain.auth.models import ApiKey, AuditEvent
+from gateway.domain.auth.models import ApiKey, AuditEvent, DashboardSession
 
 
 def add_key(session: Session, *, name: str, prefix: str, key_hash: str) -> ApiKey:
@@ -32,6 +33,22 @@ def list_keys(session: Session) -> list[ApiKey]:
 
 def revoke_key(session: Session, *, key: ApiKey) -> None:
     key.revoked_at = utcnow()
+
+
+def add_dashboard_session(session: Session, *, token_hash: str, api_key_id: int, expires_at: datetime) -> None:
+    session.add(DashboardSession(token_hash=token_hash, api_key_id=api_key_id, expires_at=expires_at))
+
+
+def get_dashboard_session(session: Session, *, token_hash: str) -> DashboardSession | None:
+    return session.get(DashboardSession, token_hash)
+
+
+def delete_dashboard_session(session: Session, *, token_hash: str) -> None:
+    session.execute(delete(DashboardSession).where(DashboardSession.token_hash == token_hash))
+
+
+def delete_expired_dashboard_sessions(session: Session, *, now: datetime) -> None:
+    session.execute(delete(DashboardSession).where(DashboardSession.expires_at <= now))
 
 
 def add_audit_event(

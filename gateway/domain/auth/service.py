@@ -66,6 +66,33 @@ def create_key(session: Session, *, name: str) -> tuple[ApiKey, str]:
     return key, plain
 
 
+def start_session(session: Session, principal: Principal, *, max_age_s: int) -> str:
+    """A dashboard session for `principal`: returns the token the (signed) cookie carries; the
+    database keeps its hash until logout or `max_age_s` from now, whichever comes first."""
+    now = utcnow()
+    repo.delete_expired_dashboard_sessions(session, now=now)
+    token = secrets.token_urlsafe(32)
+    repo.add_dashboard_session(session, token_hash=hash_key(token), api_key_id=principal.key_id,
+                               expires_at=now + timedelta(seconds=max_age_s))
+    return token
+
+
+def session_principal(session: Session, token: str) -> Principal | None:
+    """The principal of a live dashboard session, or None (logged out, expired, or its key revoked)."""
+    row = repo.get_dashboard_session(session, token_hash=hash_key(token))
+    if row is None or row.expires_at <= utcnow():
+        return None
+    key = session.get(ApiKey, row.api_key_id)
+    if key is None or key.revoked_at is not None:
+        return None
+    return Principal(key_id=key.id, name=key.name)
+
+
+def end_session(session: Session, token: str) -> None:
+    """Logout: the session's row goes, so the cookie (and any copy of it) no longer authenticates."""
+    repo.delete_dashboard_session(session, token_hash=hash_key(token))
+
+
 def verify_key(session: Session, plain: str) -> Principal | None:
     """The principal for a presented key, or None (unknown, malformed, or revoked)."""
     parts = plain.split("_", 2)

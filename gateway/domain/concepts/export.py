@@ -3,6 +3,7 @@ matches artifact and the documents table, so memory stays flat however many docu
 
 Columns: document_id, external_id, score, matching_features (`F12 label; F40 label`), labels
 (joined by `|`, as imported), metadata (JSON). Best score first. Never the document text.
+A text cell that a spreadsheet would run as a formula is written with a leading `'` (`safe_cell`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from gateway.domain.runs import repo as run_repo
 
 COLUMNS = ("document_id", "external_id", "score", "matching_features", "labels", "metadata")
 BATCH = 1000
+# OWASP's CSV injection rule: a cell starting with one of these is a formula to Excel/LibreOffice/Sheets.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(text: str) -> str:
+    """`text` as a spreadsheet shows it, never runs it: a leading `'` before a formula's first character."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 class ExportPlan(NamedTuple):
@@ -67,8 +75,8 @@ def _rows(batch_docs: dict[int, tuple[Any, ...]], positions: np.ndarray, scores:
             continue
         doc_id, external_id, labels, meta = doc
         matching = "; ".join(names.get(f, f"F{f}") for f in feats if f >= 0)
-        writer.writerow([doc_id, external_id or "", f"{score:.6g}", matching, "|".join(labels or []),
-                         json.dumps(meta or {}, ensure_ascii=False, sort_keys=True)])
+        writer.writerow([doc_id, safe_cell(external_id or ""), f"{score:.6g}", safe_cell(matching),
+                         safe_cell("|".join(labels or [])), json.dumps(meta or {}, ensure_ascii=False, sort_keys=True)])
     return out.getvalue()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from gateway.domain.datasets.models import Dataset, Document
 
@@ -34,12 +34,15 @@ def insert_documents(session: Session, *, rows: list[dict[str, Any]]) -> list[in
 
 
 def list_documents(
-    session: Session, *, dataset_id: int, limit: int, offset: int, label: str | None = None
-) -> tuple[list[Document], int]:
-    stmt = select(Document).where(Document.dataset_id == dataset_id)
+    session: Session, *, dataset_id: int, limit: int, offset: int, text_chars: int
+) -> tuple[list[tuple[Document, str]], int]:
+    """A page of documents, each with its first `text_chars` characters: the whole text (up to 10 MB
+    a document) is never read, and must not be touched on the rows returned (it is deferred)."""
+    excerpt = func.substr(Document.text, 1, text_chars).label("excerpt")
+    stmt = select(Document, excerpt).options(defer(Document.text)).where(Document.dataset_id == dataset_id)
     count = select(func.count()).select_from(Document).where(Document.dataset_id == dataset_id)
-    rows = session.scalars(stmt.order_by(Document.position).limit(limit).offset(offset))
-    return list(rows), session.scalar(count) or 0
+    rows = session.execute(stmt.order_by(Document.position).limit(limit).offset(offset))
+    return [(doc, text) for doc, text in rows], session.scalar(count) or 0
 
 
 def get_document(session: Session, *, dataset_id: int, document_id: int) -> Document | None:

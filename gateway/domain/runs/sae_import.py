@@ -30,6 +30,10 @@ from gateway.domain.runs.sae import SaeRunJob, _prepare, drive_sae_service
 KIND = "sae_import"
 FILES = ("cfg.json", "sae.safetensors")
 MAX_CFG_BYTES = 1 << 20
+# Trained float32 weights hardly compress (about 1.1×); a member expanding more than this is a zip bomb,
+# refused before its bytes are written anywhere. Members under RATIO_FREE_BYTES are not checked.
+MAX_COMPRESSION_RATIO = 50
+RATIO_FREE_BYTES = 1 << 20
 
 
 def _members(zf: zipfile.ZipFile, max_bytes: int) -> dict[str, zipfile.ZipInfo]:
@@ -49,6 +53,12 @@ def _members(zf: zipfile.ZipFile, max_bytes: int) -> dict[str, zipfile.ZipInfo]:
                             field="file")
     if found["cfg.json"].file_size > MAX_CFG_BYTES or found["sae.safetensors"].file_size > max_bytes:
         raise RunInputError("file: a member of the zip is larger than allowed", field="file")
+    for info in found.values():
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > RATIO_FREE_BYTES and ratio > MAX_COMPRESSION_RATIO:
+            raise RunInputError(f"file: {PurePosixPath(info.filename).name} expands {ratio:,.0f}× when unzipped, over "
+                                f"the limit of {MAX_COMPRESSION_RATIO}× (compression ratio; weights barely compress)",
+                                field="file")
     return found
 
 
