@@ -23,6 +23,7 @@ EXPECTED_WORDS = {
     "ANY": "any(…)", "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "AND": "AND", "OR": "OR", "NOT": "NOT",
     "COMP": "a comparison (> >= < <= =)", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'",
     "STRING": 'a quoted label ("…")', "INT": "a family number", "$END": "the end of the expression",
+    "SEGMENT": "SEGMENT(…)",
 }
 
 
@@ -74,6 +75,9 @@ class _ToAst(Transformer):
     def not_(self, m: Meta, item: ast.Node) -> ast.Not:
         return ast.Not(m.line, m.column, item=item)
 
+    def segment(self, m: Meta, item: ast.Node) -> ast.Segment:
+        return ast.Segment(m.line, m.column, item=item)
+
 
 def _end_position(text: str) -> tuple[int, int]:
     """(line, column) just past the last non-blank character: where 'more was expected'."""
@@ -122,13 +126,15 @@ def parse(text: str) -> ast.Expression:
                               expected=[])
     if not text.strip():
         raise ExpressionError("the expression is empty", line=1, column=1,
-                              expected=_words({"FEATURE", "LABEL", "FAMILY", "ANY", "NOT", "NUMBER", "LPAR", "MINUS"}))
+                              expected=_words({"FEATURE", "LABEL", "FAMILY", "ANY", "NOT", "NUMBER", "LPAR", "MINUS",
+                                                 "SEGMENT"}))
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
         raise _error_from_lark(text, exc) from None
     root = _ToAst().transform(tree)
     check_types(root)
+    check_scopes(root)
     return ast.Expression(text=text, root=root)
 
 
@@ -152,3 +158,15 @@ def check_types(node: ast.Node, *, want: str = "condition") -> None:
                               expected=["a feature (F12)", "a comparison (> >= < <= =)"])
     for child in ast.children(node):
         check_types(child, want="number")
+
+
+def check_scopes(node: ast.Node, outer: ast.Segment | None = None) -> None:
+    """SEGMENT(…) inside SEGMENT(…) has no meaning (a segment has no segments): an error at the inner one."""
+    if isinstance(node, ast.Segment):
+        if outer is not None:
+            raise ExpressionError(f"SEGMENT(…) cannot be nested inside SEGMENT(…) (the outer one is at line "
+                                  f"{outer.line}, column {outer.column})", line=node.line, column=node.column,
+                                  expected=[])
+        outer = node
+    for child in ast.children(node):
+        check_scopes(child, outer)
