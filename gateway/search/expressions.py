@@ -77,21 +77,35 @@ class SearchSpace:
     codes: sp.csc_matrix  # float32 [docs, n_features]
     labels: Mapping[int, str] = field(default_factory=dict)  # feature index -> shown label
     families: Mapping[int, Sequence[int]] = field(default_factory=dict)  # family id -> member indices
-    segments: SegmentCodes | None = None
+    # the segment codes, or a function loading them on first use (they are several times the
+    # document codes, and only SEGMENT reads them); None: the run has none
+    segments: SegmentCodes | Callable[[], SegmentCodes] | None = None
 
     def __post_init__(self) -> None:
         if not (sp.issparse(self.codes) and self.codes.format == "csc"):
             self.codes = sp.csc_matrix(self.codes)
         self._folded: list[tuple[int, str, str]] | None = None
         self._scoped: SearchSpace | None = None
-        seg = self.segments
-        if seg is not None and (seg.codes.shape[1] != self.n_features or np.any(seg.doc >= self.n_docs)):
+        if isinstance(self.segments, SegmentCodes):
+            self._check_segments(self.segments)
+
+    def _check_segments(self, seg: SegmentCodes) -> None:
+        if seg.codes.shape[1] != self.n_features or np.any(seg.doc >= self.n_docs):
             raise ValueError(f"segment codes {seg.codes.shape} do not fit document codes {self.codes.shape}")
+
+    def segment_codes(self) -> SegmentCodes | None:
+        """The segment codes (loaded now if given as a loader), or None when the run has none."""
+        if self.segments is not None and not isinstance(self.segments, SegmentCodes):
+            loaded = self.segments()
+            self._check_segments(loaded)
+            self.segments = loaded
+        return self.segments
 
     def segment_space(self) -> SearchSpace | None:
         """The same features, labels and families with segments for rows (built once), or None."""
-        if self.segments is not None and self._scoped is None:
-            self._scoped = SearchSpace(self.segments.codes, self.labels, self.families)
+        segments = self.segment_codes()
+        if segments is not None and self._scoped is None:
+            self._scoped = SearchSpace(segments.codes, self.labels, self.families)
         return self._scoped
 
     @property
@@ -248,8 +262,8 @@ class _Evaluator:
         if self.scope is not None:  # parse() refuses this already; a tree built by hand may not
             raise ExpressionError("SEGMENT(…) cannot be nested inside SEGMENT(…)", line=node.line,
                                   column=node.column, expected=[])
-        scoped, segments = self.space.segment_space(), self.space.segments
-        if scoped is None or segments is None:
+        segments, scoped = self.space.segment_codes(), self.space.segment_space()
+        if segments is None or scoped is None:
             raise NoSegmentCodes(line=node.line, column=node.column)
         inner = _Evaluator(scoped, self.referenced, scope=node).condition(node.item)
         hits = np.flatnonzero(inner.mask)  # matching segments, ascending

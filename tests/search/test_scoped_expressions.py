@@ -1,17 +1,29 @@
 """SEGMENT(…): parsed wherever a condition goes, never nested; evaluated on segment rows and reduced
 to documents, checked against a naive per-segment evaluation on tiny random codes (matches, scores
-and the segment each match points at); a run without segment codes is an error at the SEGMENT."""
+and the segment each match points at); a run without segment codes is an error at the SEGMENT.
+Over HTTP: a run whose result lists segment artifacts answers with the matched segment's span, and
+the page marks it in the excerpt, escaped."""
 
 from __future__ import annotations
+
+import io
+import re
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sqlalchemy import select
 
+from gateway.db import session_scope
+from gateway.domain.datasets.models import Document
+from gateway.domain.runs.models import EmbeddingRun, SaeRun
 from gateway.search import ast
 from gateway.search.expressions import (
     ExpressionError, NoSegmentCodes, SearchSpace, SegmentCodes, UnknownLabelError, evaluate, parse,
 )
+from gateway.search.results import EXCERPT_CHARS
+from gateway.search.space import SEGMENT_CODES_ARTIFACT, SEGMENTS_ARTIFACT, clear_cache
 from tests.search.test_expression_eval import FAMILIES, LABELS, RandomExpressions, naive_condition
 
 N_DOCS, N_FEATURES, K = 30, 12, 3  # features 0..11 hold every label and family member of LABELS, FAMILIES
@@ -224,3 +236,103 @@ def test_random_expressions_use_segment_sometimes() -> None:
     texts = [ScopedExpressions(s).condition(3) for s in range(40)]
     assert any("SEGMENT" in t.upper() or "SENTENCE" in t.upper() for t in texts)
     assert all(parse(t) for t in texts)  # never nested
+
+
+# -- over HTTP: a seeded run given two segments a document ---------------------------------------
+
+FIRST = "Note {i}: <b>wheezing</b> & fever."
+SECOND = "Suspected <bronchiolitis>."
+FILLER = "filler " * 60  # odd documents: the second segment lies past the first EXCERPT_CHARS
+
+
+def segmented_text(i: int) -> tuple[str, list[tuple[int, int]]]:
+    first, middle = FIRST.format(i=i), " " + (FILLER if i % 2 else "")
+    return first + middle + SECOND, [(0, len(first)), (len(first) + len(middle), len(first) + len(middle) + len(SECOND))]
+
+
+@pytest.fixture
+def segmented(app, seeded):  # noqa: ANN001, ANN201
+    """Segment 2i of document i holds its even features, segment 2i+1 its odd ones (so the document
+    codes stay the row-wise max), written as artifacts the run's result lists; texts to match."""
+    dense = seeded.codes.toarray()
+    n_docs, n = dense.shape
+    seg = np.zeros((2 * n_docs, n), dtype=np.float32)
+    seg[0::2, 0::2], seg[1::2, 1::2] = dense[:, 0::2], dense[:, 1::2]
+    spans = np.array([segmented_text(i)[1] for i in range(n_docs)]).reshape(-1, 2)  # [segments, 2]
+    codes_buf, index_buf = io.BytesIO(), io.BytesIO()
+    sp.save_npz(codes_buf, sp.csc_matrix(seg), compressed=False)
+    np.savez(index_buf, segment_doc=np.repeat(np.arange(n_docs), 2), segment_spans=spans)
+    store = app.state.store
+    with session_scope(app.state.factory) as session:
+        run = session.get(SaeRun, seeded.run_id)
+        dataset_id = session.get(EmbeddingRun, run.embedding_run_id).dataset_id
+        for doc in session.scalars(select(Document).where(Document.dataset_id == dataset_id)):
+            doc.text = segmented_text(doc.position)[0]
+        codes = store.write_bytes(f"sae-runs/{run.id}/segment_codes.csc.npz", codes_buf.getvalue(), kind="sae-codes")
+        index = store.write_bytes(f"sae-runs/{run.id}/segments.npz", index_buf.getvalue(), kind="sae-segments")
+        run.result = {"artifacts": {**run.result["artifacts"], SEGMENT_CODES_ARTIFACT: codes.model_dump(),
+                                    SEGMENTS_ARTIFACT: index.model_dump()}}
+    clear_cache()
+    return seeded
+
+
+async def post(client, auth, run_id: int, expression: str, **page):  # noqa: ANN001, ANN201
+    return await client.post(f"/api/v1/sae-runs/{run_id}/search", headers=auth,
+                             json={"mode": "expression", "expression": expression, **page})
+
+
+@pytest.mark.anyio
+async def test_the_api_points_at_the_matched_segment(client, auth, segmented) -> None:  # noqa: ANN001
+    dense = segmented.codes.toarray()
+    resp = await post(client, auth, segmented.run_id, "SEGMENT(F0 AND F2)", limit=200)
+    assert resp.status_code == 200, resp.text
+    items = resp.json()["items"]
+    assert {d["position"] for d in items} == set(np.flatnonzero((dense[:, 0] > 0) & (dense[:, 2] > 0)).tolist())
+    for d in items:
+        first = FIRST.format(i=d["position"])
+        assert d["segment"] == {"index": 2 * d["position"], "start": 0, "end": len(first)}
+        assert d["excerpt_start"] == 0 and d["excerpt"].startswith(first)
+        assert d["score"] == pytest.approx(dense[d["position"], [0, 2]].max())
+    # in the same document, not in the same segment: the even and the odd features never meet
+    together = await post(client, auth, segmented.run_id, "F0 AND F1")
+    apart = await post(client, auth, segmented.run_id, "SEGMENT(F0 AND F1)")
+    assert together.json()["total"] == int(((dense[:, 0] > 0) & (dense[:, 1] > 0)).sum()) > 0
+    assert apart.json()["total"] == 0
+    plain = (await post(client, auth, segmented.run_id, "F0")).json()["items"]
+    assert all(d["segment"] is None and d["excerpt_start"] == 0 for d in plain)
+
+
+@pytest.mark.anyio
+async def test_a_far_segment_moves_the_excerpt(client, auth, segmented) -> None:  # noqa: ANN001
+    items = (await post(client, auth, segmented.run_id, "SEGMENT(F1)", limit=200)).json()["items"]
+    odd = [d for d in items if d["position"] % 2]
+    assert odd and len(items) == int((segmented.codes.toarray()[:, 1] > 0).sum())
+    for d in odd:
+        seg, at = d["segment"], d["excerpt_start"]
+        assert seg["index"] == 2 * d["position"] + 1 and seg["start"] > EXCERPT_CHARS and 0 < at < seg["start"]
+        assert d["excerpt"][seg["start"] - at:seg["end"] - at] == SECOND
+
+
+@pytest.mark.anyio
+async def test_the_page_marks_the_segment_escaped(client, auth, segmented) -> None:  # noqa: ANN001
+    resp = await client.get(f"/sae-runs/{segmented.run_id}/search?q={quote('sentence(F1)')}", headers=auth)
+    assert resp.status_code == 200, resp.text
+    html = resp.text
+    assert "<bronchiolitis>" not in html and "<b>wheezing" not in html
+    marked = re.findall(r'<div class="doc-text">(.*?)</div>', html, re.S)
+    assert marked and all('<mark title="the segment that matched">Suspected &lt;bronchiolitis&gt;.</mark>' in m
+                          for m in marked)
+    even = [m for m in marked if m.startswith("Note ")]
+    assert even and all("&lt;b&gt;wheezing&lt;/b&gt; &amp; fever. <mark" in m for m in even)
+    assert any(m.startswith("… ") for m in marked)  # an odd document's excerpt starts further on
+
+
+@pytest.mark.anyio
+async def test_segment_on_a_run_without_segments_is_a_422(client, auth, seeded) -> None:  # noqa: ANN001
+    resp = await post(client, auth, seeded.run_id, "F1 AND\n  SEGMENT(F2)")
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert (body["line"], body["column"], body["field"]) == (2, 3, "expression")
+    assert "no segment codes" in body["detail"] and "SEGMENT" in body["detail"]
+    page = await client.get(f"/sae-runs/{seeded.run_id}/search?q={quote('SEGMENT(F2)')}", headers=auth)
+    assert page.status_code == 422 and "no segment codes" in page.text
