@@ -60,12 +60,23 @@ class FeatureHit(BaseModel):
     reliable: bool | None = Field(default=None, description="False: the label does not predict the feature.")
 
 
+class SegmentHit(BaseModel):
+    """The segment (sentence) of a document that satisfied an expression's SEGMENT(…)."""
+
+    index: int = Field(description="The segment's row in the SAE run's segment codes.")
+    start: int = Field(description="Its first character in the document's text (0-based).")
+    end: int = Field(description="One past its last character.")
+
+
 class DocumentHit(BaseModel):
     position: int = Field(description="0-based position in the dataset.")
     document_id: int | None
     external_id: str | None
     score: float = Field(description="expression: the expression's value; text: cosine similarity.")
-    excerpt: str = Field(description="The document's first characters.")
+    excerpt: str = Field(description="The document's first characters, or those around `segment`.")
+    excerpt_start: int = Field(default=0, description="Where the excerpt starts in the document's text.")
+    segment: SegmentHit | None = Field(
+        default=None, description="expression: the best-scoring segment that satisfied SEGMENT(…); else None.")
     labels: list[str] = Field(default_factory=list)
     features: list[FeatureHit] = Field(
         default_factory=list, description="The expression's (or query's) features active in this document.")

@@ -13,7 +13,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from contracts.search import MAX_TEXT_RESULTS, ExpressionSearch, LabelSearch, TextSearch
+from contracts.search import MAX_TEXT_RESULTS, DocumentHit, ExpressionSearch, LabelSearch, TextSearch
+from gateway.dashboard.feature_examples import Excerpt
 from gateway.dashboard.sae_pages import crumbs, sae_run_or_404
 from gateway.dashboard.views import Pager, render
 from gateway.deps import SessionDep, require_login
@@ -30,7 +31,7 @@ SUGGESTIONS = 12
 EXAMPLES = ['label:"bronchiolitis" AND NOT label:"suspected"', "F12 > 0.3 AND NOT F40", "0.7*F12 + 0.3*F40 >= 0.5"]
 MAX_SUGGEST_CHARS = 2_000  # completion is for typing; a longer box is answered 422 (q)
 MAX_SUGGEST_WORDS = 200  # label words looked up, as the features list's own filter
-KEYWORDS = ("AND", "OR", "NOT", "ANY")
+KEYWORDS = ("AND", "OR", "NOT", "ANY", "SEGMENT", "SENTENCE")
 
 
 class Typed(NamedTuple):
@@ -78,6 +79,17 @@ def error_view(text: str, exc: Exception) -> dict[str, Any]:
             "expected": getattr(exc, "expected", []), "candidates": getattr(exc, "candidates", [])}
 
 
+def highlighted(hit: DocumentHit) -> Excerpt:
+    """The hit's excerpt in three pieces, the middle one its matched segment (empty when none): the
+    template escapes each piece and marks the middle one."""
+    text, offset = hit.excerpt, hit.excerpt_start
+    if hit.segment is None:
+        return Excerpt(text, "", "", offset > 0, False)
+    start = min(max(hit.segment.start - offset, 0), len(text))
+    end = min(max(hit.segment.end - offset, start), len(text))
+    return Excerpt(text[:start], text[start:end], text[end:], offset > 0, False)
+
+
 async def run_search(state: Any, run_id: int, mode: str, q: str, method: str, offset: int) -> tuple[Any, str | None]:
     """(result, None) or (None, error message) for problems other than the expression's."""
     try:
@@ -107,7 +119,8 @@ async def search_page(
 ) -> Response:
     run = sae_run_or_404(session, run_id)
     ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method, "examples": EXAMPLES,
-                           "result": None, "error": None, "problem": None, "pager": None, "page_url": None}
+                           "result": None, "error": None, "problem": None, "pager": None, "page_url": None,
+                           "excerpts": {}}
     status = 200
     if q.strip():
         try:
@@ -120,6 +133,8 @@ async def search_page(
             total = min(ctx["result"].total, MAX_TEXT_RESULTS) if mode == "text" else ctx["result"].total
             ctx["pager"] = Pager(offset=ctx["result"].offset, limit=PER_PAGE, total=total)
             ctx["page_url"] = f"/sae-runs/{run.id}/search?" + urlencode({"mode": mode, "q": q, "method": method})
+            if mode != "label":
+                ctx["excerpts"] = {d.position: highlighted(d) for d in ctx["result"].items}
     if request.headers.get("hx-request") and request.headers.get("hx-target") == "search-results":
         return render(request, "partials/_search_results.html", ctx, status_code=status)
     return render(request, "pages/search.html", ctx, status_code=status)

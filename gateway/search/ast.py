@@ -79,14 +79,22 @@ class Not(Node):
     item: Node
 
 
+@dataclass(frozen=True)
+class Segment(Node):
+    """SEGMENT(condition): the condition holds in at least one segment (sentence) of the document,
+    every reference inside read on that segment's codes."""
+
+    item: Node
+
+
 NUMERIC = (Num, FeatureRef, LabelRef, FamilyRef, AnyOf, Arith, Neg)
-CONDITION = (Compare, And, Or, Not)
+CONDITION = (Compare, And, Or, Not, Segment)
 
 
 def children(node: Node) -> tuple[Node, ...]:
     if isinstance(node, (Arith, Compare, And, Or)):
         return (node.left, node.right)
-    if isinstance(node, (Neg, Not)):
+    if isinstance(node, (Neg, Not, Segment)):
         return (node.item,)
     if isinstance(node, AnyOf):
         return node.items

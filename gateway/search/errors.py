@@ -44,3 +44,12 @@ class UnknownFamilyError(ValueError):
         message = f"family {family_id} does not exist in this SAE run"
         super().__init__(message)
         self.family_id, self.message, self.line, self.column = family_id, message, line, column
+
+
+class NoSegmentCodes(ExpressionError):
+    """SEGMENT(…) on an SAE run that has no per-segment codes; an ExpressionError so that every caller
+    answers it as it answers a wrong expression (a 422 pointing at the SEGMENT)."""
+
+    def __init__(self, *, line: int, column: int) -> None:
+        super().__init__("this SAE run has no segment codes: SEGMENT(…) needs an SAE trained with segments",
+                         line=line, column=column, expected=[])

@@ -7,12 +7,17 @@
     label:"bronchiolitis"            the feature whose shown label is this (exact, case-insensitive,
                                      else the one label containing it)
     family:7                         any member of family 7 (its largest activation)
+    SEGMENT(F1 AND NOT F2)           in one segment (sentence) of the document: F1 and not F2 there
 
 Evaluation reads only the referenced columns of the CSC matrix, each as one dense vector of
 documents (the docs × n matrix is never densified), so 200,000 documents take milliseconds.
 Activations stay float32 (as stored; max is exact in any precision) while sums, products and
 comparisons with constants are computed in float64, so that a document on a threshold is decided
 exactly as a per-document evaluation in Python would decide it.
+
+SEGMENT(…) evaluates its condition the same way over the rows of the run's segment codes, then
+reduces to documents: a document matches when one of its segments does, scores the best matching
+segment's score, and remembers that segment (to show where it matched).
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ import scipy.sparse as sp
 
 from gateway.search import ast
 from gateway.search.ast import Expression
-from gateway.search.errors import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
+from gateway.search.errors import (
+    ExpressionError, FeatureOutOfRange, NoSegmentCodes, UnknownFamilyError, UnknownLabelError,
+)
 from gateway.search.parser import parse
 
 __all__ = [
-    "Expression", "ExpressionError", "FeatureOutOfRange", "Match", "SearchSpace", "UnknownFamilyError",
-    "UnknownLabelError", "evaluate", "parse", "resolve_label",
+    "Expression", "ExpressionError", "FeatureOutOfRange", "Match", "NoSegmentCodes", "SearchSpace", "SegmentCodes",
+    "UnknownFamilyError", "UnknownLabelError", "evaluate", "parse", "resolve_label",
 ]
 
 COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -46,17 +53,63 @@ MAX_FEATURES = 256
 
 
 @dataclass
+class SegmentCodes:
+    """A run's documents cut into segments (sentences), each encoded alone; SEGMENT(…) reads these."""
+
+    codes: sp.csc_matrix  # float32 [segments, n_features]
+    doc: np.ndarray  # int64 [segments]: each segment's document position; a document's segments contiguous, in order
+    spans: np.ndarray  # int64 [segments, 2]: each segment's (start, end) characters in its document's text
+
+    def __post_init__(self) -> None:
+        if not (sp.issparse(self.codes) and self.codes.format == "csc"):
+            self.codes = sp.csc_matrix(self.codes)
+        self.doc = np.asarray(self.doc, dtype=np.int64)
+        self.spans = np.asarray(self.spans, dtype=np.int64).reshape(-1, 2)
+        n = self.codes.shape[0]
+        if self.doc.shape != (n,) or self.spans.shape != (n, 2):
+            raise ValueError(f"{n} segment code rows but segment_doc {self.doc.shape}, spans {self.spans.shape}")
+        if n and (self.doc[0] < 0 or np.any(np.diff(self.doc) < 0)):
+            raise ValueError("segment_doc must be non-negative and non-decreasing (a document's segments together)")
+
+
+@dataclass
 class SearchSpace:
-    """What an expression is evaluated against: one SAE run's codes, shown labels and families."""
+    """What an expression is evaluated against: one SAE run's codes, shown labels and families, and
+    its segment codes when the SAE was run on segments (None otherwise: SEGMENT(…) is then an error)."""
 
     codes: sp.csc_matrix  # float32 [docs, n_features]
     labels: Mapping[int, str] = field(default_factory=dict)  # feature index -> shown label
     families: Mapping[int, Sequence[int]] = field(default_factory=dict)  # family id -> member indices
+    # the segment codes, or a function loading them on first use (they are several times the
+    # document codes, and only SEGMENT reads them); None: the run has none
+    segments: SegmentCodes | Callable[[], SegmentCodes] | None = None
 
     def __post_init__(self) -> None:
         if not (sp.issparse(self.codes) and self.codes.format == "csc"):
             self.codes = sp.csc_matrix(self.codes)
         self._folded: list[tuple[int, str, str]] | None = None
+        self._scoped: SearchSpace | None = None
+        if isinstance(self.segments, SegmentCodes):
+            self._check_segments(self.segments)
+
+    def _check_segments(self, seg: SegmentCodes) -> None:
+        if seg.codes.shape[1] != self.n_features or np.any(seg.doc >= self.n_docs):
+            raise ValueError(f"segment codes {seg.codes.shape} do not fit document codes {self.codes.shape}")
+
+    def segment_codes(self) -> SegmentCodes | None:
+        """The segment codes (loaded now if given as a loader), or None when the run has none."""
+        if self.segments is not None and not isinstance(self.segments, SegmentCodes):
+            loaded = self.segments()
+            self._check_segments(loaded)
+            self.segments = loaded
+        return self.segments
+
+    def segment_space(self) -> SearchSpace | None:
+        """The same features, labels and families with segments for rows (built once), or None."""
+        segments = self.segment_codes()
+        if segments is not None and self._scoped is None:
+            self._scoped = SearchSpace(segments.codes, self.labels, self.families)
+        return self._scoped
 
     @property
     def n_docs(self) -> int:
@@ -96,6 +149,15 @@ class Match(NamedTuple):
     mask: np.ndarray  # bool [docs]: the documents the expression selects
     score: np.ndarray  # float32 [docs]: see `evaluate`
     features: list[int]  # feature indices the expression refers to, labels and families resolved
+    # int64 [docs]: the segment (row of the segment codes) a match came through, -1 where none;
+    # None when no SEGMENT(…) can point at one
+    segment: np.ndarray | None = None
+
+
+class _Condition(NamedTuple):
+    mask: np.ndarray  # bool [rows]
+    score: np.ndarray  # float [rows]
+    segment: np.ndarray | None  # int64 [rows]: a matching segment (-1: none), only where mask; None without SEGMENT
 
 
 def resolve_label(space: SearchSpace, label: str, *, line: int = 1, column: int = 1) -> int:
@@ -125,13 +187,15 @@ def _f64(value: np.ndarray | np.float64) -> np.ndarray | np.float64:
 
 
 class _Evaluator:
-    """One evaluation: columns are read once each, referenced features collected in order."""
+    """One evaluation: columns are read once each, referenced features collected in order. Inside
+    SEGMENT(…) (`scope`) a second evaluator reads the segment space, sharing `referenced`."""
 
-    def __init__(self, space: SearchSpace) -> None:
-        self.space = space
+    def __init__(self, space: SearchSpace, referenced: dict[int, None] | None = None,
+                 scope: ast.Segment | None = None, named: set[int] | None = None) -> None:
+        self.space, self.scope = space, scope
         self.columns: dict[int, np.ndarray] = {}
-        self.referenced: dict[int, None] = {}  # feature indices in order of first reference
-        self.named: set[int] = set()  # those named by F<n> or label:"…"
+        self.referenced: dict[int, None] = {} if referenced is None else referenced  # in order of first reference
+        self.named: set[int] = set() if named is None else named  # those named by F<n> or label:"…"
 
     def column(self, index: int, node: ast.Node) -> np.ndarray:
         self.name(index, node)
@@ -201,24 +265,58 @@ class _Evaluator:
             out = np.maximum(out, v)
         return np.broadcast_to(out, (self.space.n_docs,))
 
-    def condition(self, node: ast.Node) -> tuple[np.ndarray, np.ndarray]:
-        """(mask bool [docs], score float64 [docs]) of a condition."""
+    def condition(self, node: ast.Node) -> _Condition:
+        """Mask bool [rows], score float [rows] and matching segment of a condition (rows: the space's)."""
         n = self.space.n_docs
         if isinstance(node, ast.Compare):
             left, right = self.number(node.left), self.number(node.right)
             mask = np.broadcast_to(COMPARE[node.op](left, right), (n,))
             score = left if ast.has_reference(node.left) else right
-            return mask, np.broadcast_to(score, (n,))
+            return _Condition(mask, np.broadcast_to(score, (n,)), None)
         if isinstance(node, (ast.And, ast.Or)):
-            lmask, lscore = self.condition(node.left)
-            rmask, rscore = self.condition(node.right)
-            mask = (lmask & rmask) if isinstance(node, ast.And) else (lmask | rmask)
-            return mask, np.maximum(lscore, rscore)
+            left, right = self.condition(node.left), self.condition(node.right)
+            mask = (left.mask & right.mask) if isinstance(node, ast.And) else (left.mask | right.mask)
+            return _Condition(mask, np.maximum(left.score, right.score), _either_segment(left, right, mask))
         if isinstance(node, ast.Not):
-            mask, _ = self.condition(node.item)
-            return ~mask, np.zeros(n, dtype=np.float32)  # a document matched by an absence has no strength to rank by
+            mask = self.condition(node.item).mask
+            # a document matched by an absence has no strength to rank by, nor a segment to show
+            return _Condition(~mask, np.zeros(n, dtype=np.float32), None)
+        if isinstance(node, ast.Segment):
+            return self.segment(node)
         value = np.broadcast_to(self.number(node), (n,))  # a number as a condition: "> 0"
-        return value > 0, value
+        return _Condition(value > 0, value, None)
+
+    def segment(self, node: ast.Segment) -> _Condition:
+        """SEGMENT(c): c on every segment, then per document its best-scoring matching segment
+        (the earliest among equals): that segment's score, and its index; score 0 where none matches."""
+        if self.scope is not None:  # parse() refuses this already; a tree built by hand may not
+            raise ExpressionError("SEGMENT(…) cannot be nested inside SEGMENT(…)", line=node.line,
+                                  column=node.column, expected=[])
+        segments, scoped = self.space.segment_codes(), self.space.segment_space()
+        if segments is None or scoped is None:
+            raise NoSegmentCodes(line=node.line, column=node.column)
+        inner = _Evaluator(scoped, self.referenced, scope=node, named=self.named).condition(node.item)
+        hits = np.flatnonzero(inner.mask)  # matching segments, ascending
+        docs, scores = segments.doc[hits], np.asarray(inner.score)[hits].astype(np.float64)
+        order = np.lexsort((hits, -scores, docs))  # by document, then best score, then earliest
+        best = order[np.r_[True, docs[order][1:] != docs[order][:-1]]] if len(order) else order
+        n = self.space.n_docs
+        mask, score, segment = np.zeros(n, dtype=bool), np.zeros(n), np.full(n, -1, dtype=np.int64)
+        mask[docs[best]], score[docs[best]], segment[docs[best]] = True, scores[best], hits[best]
+        return _Condition(mask, score, segment)
+
+
+def _either_segment(left: _Condition, right: _Condition, mask: np.ndarray) -> np.ndarray | None:
+    """Under AND / OR: the segment of the side that matched through one, the higher-scoring side
+    when both did (the left on ties); kept only where the whole condition matches."""
+    if left.segment is None and right.segment is None:
+        return None
+    if left.segment is None or right.segment is None:
+        segment = left.segment if right.segment is None else right.segment
+    else:
+        take_left = (left.segment >= 0) & ((right.segment < 0) | (left.score >= right.score))
+        segment = np.where(take_left, left.segment, right.segment)
+    return np.where(mask, segment, -1)
 
 
 def evaluate(text_or_expr: str | Expression, space: SearchSpace) -> Match:
@@ -227,10 +325,13 @@ def evaluate(text_or_expr: str | Expression, space: SearchSpace) -> Match:
     `score` ranks the matches: a numeric expression's value (a weighted sum, an activation) for a
     comparison or a bare reference, the larger of the two sides' scores for AND and OR, and 0 under
     NOT. So `F12 > 0.3 AND NOT F40` ranks by F12, `0.7*F12 + 0.3*F40 >= 0.5` by the weighted sum.
+    SEGMENT(c) scores the best of c's scores over the document's segments that satisfy c, and
+    `segment` names that segment (under AND / OR, the higher-scoring SEGMENT's; none under NOT).
 
-    Raises ExpressionError, UnknownLabelError, FeatureOutOfRange, UnknownFamilyError."""
+    Raises ExpressionError (NoSegmentCodes: SEGMENT on a run without segment codes),
+    UnknownLabelError, FeatureOutOfRange, UnknownFamilyError."""
     expr = parse(text_or_expr) if isinstance(text_or_expr, str) else text_or_expr
     ev = _Evaluator(space)
-    mask, score = ev.condition(expr.root)
+    mask, score, segment = ev.condition(expr.root)
     return Match(mask=np.array(mask, dtype=bool), score=np.asarray(score, dtype=np.float32).copy(),
-                 features=list(ev.referenced))
+                 features=list(ev.referenced), segment=None if segment is None else np.array(segment, dtype=np.int64))

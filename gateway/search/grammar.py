@@ -5,6 +5,8 @@ GRAMMAR = r"""
 // Feature expressions: conditions and weighted sums over SAE feature activations.
 // Precedence, loosest first: OR, AND, NOT, comparison, + -, *, unary minus.
 // A numeric expression used as a condition means "> 0" (so a bare F12 means "F12 fires").
+// SEGMENT(c) (alias SENTENCE): c holds in one segment of the document. A condition, never a number,
+// so it sits with NOT: "F1 >" does not offer it, and "SEGMENT(F1) > 0" fails at the ">".
 
 ?start: or_expr
 
@@ -14,6 +16,7 @@ GRAMMAR = r"""
          | and_expr _AND not_expr       -> and_
 ?not_expr: comparison
          | _NOT not_expr                -> not_
+         | _SEGMENT _LPAR or_expr _RPAR -> segment
 ?comparison: sum
            | sum COMP sum               -> compare
 ?sum: product
@@ -37,6 +40,7 @@ _NOT.2: /not\b/i
 _ANY.2: /any(?=\s*\()/i
 _LABEL.2: /label\s*:/i
 _FAMILY.2: /family\s*:/i
+_SEGMENT.2: /(segment|sentence)\b/i
 FEATURE: /f[0-9]+\b/i
 COMP: ">=" | "<=" | ">" | "<" | "="
 PLUS: "+"

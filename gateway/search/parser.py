@@ -28,6 +28,7 @@ EXPECTED_WORDS = {
     "ANY": "any(…)", "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "AND": "AND", "OR": "OR", "NOT": "NOT",
     "COMP": "a comparison (> >= < <= =)", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'",
     "STRING": 'a quoted label ("…")', "INT": "a family number", "$END": "the end of the expression",
+    "SEGMENT": "SEGMENT(…)",
 }
 
 
@@ -78,6 +79,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def not_(self, m: Meta, item: ast.Node) -> ast.Not:
         return ast.Not(m.line, m.column, item=item)
+
+    def segment(self, m: Meta, item: ast.Node) -> ast.Segment:
+        return ast.Segment(m.line, m.column, item=item)
 
 
 def unquote(tok: Token) -> str:
@@ -163,7 +167,8 @@ def parse(text: str) -> ast.Expression:
                               expected=[])
     if not text.strip():
         raise ExpressionError("the expression is empty", line=1, column=1,
-                              expected=_words({"FEATURE", "LABEL", "FAMILY", "ANY", "NOT", "NUMBER", "LPAR", "MINUS"}))
+                              expected=_words({"FEATURE", "LABEL", "FAMILY", "ANY", "NOT", "NUMBER", "LPAR", "MINUS",
+                                                 "SEGMENT"}))
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
@@ -176,6 +181,7 @@ def parse(text: str) -> ast.Expression:
             raise exc.orig_exc from None
         raise
     check_types(root)
+    check_scopes(root)
     return ast.Expression(text=text, root=root)
 
 
@@ -199,3 +205,15 @@ def check_types(node: ast.Node, *, want: str = "condition") -> None:
                               expected=["a feature (F12)", "a comparison (> >= < <= =)"])
     for child in ast.children(node):
         check_types(child, want="number")
+
+
+def check_scopes(node: ast.Node, outer: ast.Segment | None = None) -> None:
+    """SEGMENT(…) inside SEGMENT(…) has no meaning (a segment has no segments): an error at the inner one."""
+    if isinstance(node, ast.Segment):
+        if outer is not None:
+            raise ExpressionError(f"SEGMENT(…) cannot be nested inside SEGMENT(…) (the outer one is at line "
+                                  f"{outer.line}, column {outer.column})", line=node.line, column=node.column,
+                                  expected=[])
+        outer = node
+    for child in ast.children(node):
+        check_scopes(child, outer)

@@ -8,11 +8,13 @@ import numpy as np
 import scipy.sparse as sp
 from sqlalchemy.orm import Session
 
-from contracts.search import DocumentHit, FeatureHit
+from contracts.search import DocumentHit, FeatureHit, SegmentHit
 from gateway.domain.features import repo as feature_repo
 from gateway.search import repo
+from gateway.search.expressions import SearchSpace
 
 EXCERPT_CHARS = 300
+EXCERPT_CONTEXT = 60  # characters kept before a matched segment when the excerpt moves to it
 
 
 def page_by_score(positions: np.ndarray, scores: np.ndarray, *, offset: int, limit: int) -> np.ndarray:
@@ -57,19 +59,41 @@ def feature_labels(session: Session, *, sae_run_id: int, indices: Sequence[int])
     return names
 
 
+def segment_hits(space: SearchSpace, matched: np.ndarray | None, positions: np.ndarray) -> list[SegmentHit | None]:
+    """Per position, the segment its match came through (`matched`: Match.segment), None where none."""
+    segments = space.segment_codes() if matched is not None else None
+    if matched is None or segments is None:
+        return [None] * len(positions)
+    return [None if s < 0 else SegmentHit(index=s, start=int(segments.spans[s, 0]), end=int(segments.spans[s, 1]))
+            for s in matched[positions].tolist()]
+
+
+def excerpt_around(text: str, segment: SegmentHit | None) -> tuple[int, str]:
+    """(start, EXCERPT_CHARS of text from start): from 0, unless the segment ends further on; then
+    from a little before the segment (from its start when it is longer than an excerpt)."""
+    if segment is None or segment.end <= EXCERPT_CHARS:
+        return 0, text[:EXCERPT_CHARS]
+    start = max(0, min(segment.start, max(segment.end - EXCERPT_CHARS, segment.start - EXCERPT_CONTEXT)))
+    return start, text[start:start + EXCERPT_CHARS]
+
+
 def document_hits(session: Session, *, dataset_id: int, positions: np.ndarray, scores: Sequence[float],
-                  features: Sequence[int], acts: np.ndarray,
-                  names: dict[int, tuple[str | None, bool | None]]) -> list[DocumentHit]:
-    """One hit per position (in the given order) with the given features active in it, strongest first."""
+                  features: Sequence[int], acts: np.ndarray, names: dict[int, tuple[str | None, bool | None]],
+                  segments: Sequence[SegmentHit | None] | None = None) -> list[DocumentHit]:
+    """One hit per position (in the given order) with the given features active in it, strongest
+    first, and the segment it matched through (its excerpt then shows that segment)."""
     docs = repo.documents_at(session, dataset_id=dataset_id, positions=[int(p) for p in positions])
+    segments = segments if segments is not None else [None] * len(positions)
     hits = []
     for row, (pos, score) in enumerate(zip(positions.tolist(), scores)):
         doc = docs.get(pos)
         active = sorted(((features[j], float(acts[row, j])) for j in range(len(features)) if acts[row, j] != 0),
                         key=lambda fa: -fa[1])
+        start, excerpt = excerpt_around(doc.text, segments[row]) if doc else (0, "")
         hits.append(DocumentHit(
             position=pos, document_id=doc.id if doc else None, external_id=doc.external_id if doc else None,
-            score=float(score), excerpt=doc.text[:EXCERPT_CHARS] if doc else "", labels=list(doc.labels) if doc else [],
+            score=float(score), excerpt=excerpt, excerpt_start=start, segment=segments[row],
+            labels=list(doc.labels) if doc else [],
             features=[FeatureHit(index=f, activation=a, label=names.get(f, (None, None))[0],
                                  reliable=names.get(f, (None, None))[1]) for f, a in active],
         ))

@@ -1,21 +1,28 @@
 """The search space of an SAE run: its codes (CSC, read once per process) with its shown labels
-and families (from the database, re-read only when they change)."""
+and families (from the database, re-read only when they change), and its segment codes when the
+run has them (read on the first SEGMENT(…), then kept like the codes)."""
 
 from __future__ import annotations
 
 import io
 import threading
 from collections import OrderedDict
+from typing import Any
 
+import numpy as np
 import scipy.sparse as sp
 from sqlalchemy.orm import Session
 
 from artifacts import ArtifactStore
 from gateway.domain.runs.models import SaeRun
 from gateway.search import repo
-from gateway.search.expressions import SearchSpace
+from gateway.search.expressions import SearchSpace, SegmentCodes
 
 MAX_CACHED_RUNS = 4  # 200,000 documents × k=32 is ~50 MB of CSC per run
+MAX_CACHED_SEGMENT_RUNS = 2  # ten segments a document make ten times that
+# Where an SAE run's result lists its segment artifacts (both or neither):
+SEGMENT_CODES_ARTIFACT = "segment_codes_csc"  # scipy.sparse CSC npz, float32 [segments, n_features]
+SEGMENTS_ARTIFACT = "segments"  # npz: segment_doc int [segments], segment_spans int [segments, 2]
 
 
 class SearchNotReady(RuntimeError):
@@ -32,7 +39,8 @@ class _Cache:
     def __init__(self, size: int) -> None:
         self.size, self.lock = size, threading.Lock()
         self.codes: OrderedDict[str, sp.csc_matrix] = OrderedDict()
-        self.spaces: dict[int, tuple[str, tuple[int, ...], SearchSpace]] = {}  # run id -> (uri, fingerprint, space)
+        self.segments: OrderedDict[tuple[str, str], SegmentCodes] = OrderedDict()  # by (codes uri, index uri)
+        self.spaces: dict[int, tuple[Any, tuple[int, ...], SearchSpace]] = {}  # run id -> (uris, fingerprint, space)
 
     def get_codes(self, store: ArtifactStore, uri: str) -> sp.csc_matrix:
         with self.lock:
@@ -46,9 +54,22 @@ class _Cache:
                 self.codes.popitem(last=False)
         return codes
 
+    def get_segments(self, store: ArtifactStore, uris: tuple[str, str]) -> SegmentCodes:
+        with self.lock:
+            if uris in self.segments:
+                self.segments.move_to_end(uris)
+                return self.segments[uris]
+        segments = read_segments(store, *uris)
+        with self.lock:
+            self.segments[uris] = segments
+            while len(self.segments) > MAX_CACHED_SEGMENT_RUNS:
+                self.segments.popitem(last=False)
+        return segments
+
     def clear(self) -> None:
         with self.lock:
             self.codes.clear()
+            self.segments.clear()
             self.spaces.clear()
 
 
@@ -62,18 +83,36 @@ def codes_uri(run: SaeRun) -> str:
     return uri
 
 
+def segment_uris(run: SaeRun) -> tuple[str, str] | None:
+    """(segment codes URI, segment index URI) when the run's result lists both, else None."""
+    artifacts = (run.result or {}).get("artifacts") or {}
+    codes = (artifacts.get(SEGMENT_CODES_ARTIFACT) or {}).get("uri")
+    index = (artifacts.get(SEGMENTS_ARTIFACT) or {}).get("uri")
+    return (codes, index) if codes and index else None
+
+
+def read_segments(store: ArtifactStore, codes_uri: str, index_uri: str) -> SegmentCodes:
+    """The segment codes (CSC) with each segment's document and character span."""
+    codes = sp.csc_matrix(sp.load_npz(io.BytesIO(store.read_bytes(codes_uri))), dtype="float32")
+    with np.load(io.BytesIO(store.read_bytes(index_uri)), allow_pickle=False) as index:
+        return SegmentCodes(codes, index["segment_doc"], index["segment_spans"])
+
+
 def load_search_space(session: Session, store: ArtifactStore, sae_run: SaeRun) -> SearchSpace:
-    """The run's codes with its current labels and families; raises SearchNotReady. The same
-    object is returned while neither changes, so its label index is built once."""
-    uri = codes_uri(sae_run)
+    """The run's codes with its current labels and families, and a loader of its segment codes
+    when it has some; raises SearchNotReady. The same object is returned while none of them
+    changes, so its label index is built once."""
+    uris = (codes_uri(sae_run), segment_uris(sae_run))
     fingerprint = repo.labels_fingerprint(session, sae_run_id=sae_run.id)
     cached = _cache.spaces.get(sae_run.id)
-    if cached is not None and cached[0] == uri and cached[1] == fingerprint:
+    if cached is not None and cached[0] == uris and cached[1] == fingerprint:
         return cached[2]
-    space = SearchSpace(codes=_cache.get_codes(store, uri), labels=repo.shown_labels(session, sae_run_id=sae_run.id),
-                        families=repo.family_members_of_run(session, sae_run_id=sae_run.id))
+    seg_uris = uris[1]
+    space = SearchSpace(codes=_cache.get_codes(store, uris[0]), labels=repo.shown_labels(session, sae_run_id=sae_run.id),
+                        families=repo.family_members_of_run(session, sae_run_id=sae_run.id),
+                        segments=None if seg_uris is None else lambda: _cache.get_segments(store, seg_uris))
     with _cache.lock:
-        _cache.spaces[sae_run.id] = (uri, fingerprint, space)
+        _cache.spaces[sae_run.id] = (uris, fingerprint, space)
     return space
 
 

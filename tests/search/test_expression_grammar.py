@@ -93,15 +93,16 @@ def test_feature_indices_in_order_of_first_appearance() -> None:
 
 
 START = ["'('", "'-'", "a feature (F12)", "a number", "any(…)", "family:N", 'label:"…"']
+CONDITION_START = ["NOT", "SEGMENT(…)", *START]
 
 
 @pytest.mark.parametrize(("text", "line", "column", "message", "expected"), [
-    ("", 1, 1, "empty", ["NOT", *START]),
-    ("   ", 1, 1, "empty", ["NOT", *START]),
+    ("", 1, 1, "empty", CONDITION_START),
+    ("   ", 1, 1, "empty", CONDITION_START),
     ("F12 >", 1, 6, "ends too early", START),
-    ("F1 AND", 1, 7, "ends too early", ["NOT", *START]),
+    ("F1 AND", 1, 7, "ends too early", CONDITION_START),
     ("(F1", 1, 4, "ends too early", ["')'", "'*'", "'+'", "'-'", "AND", "OR", "a comparison (> >= < <= =)"]),
-    ("F1 AND\n  (F2 OR", 2, 9, "ends too early", ["NOT", *START]),
+    ("F1 AND\n  (F2 OR", 2, 9, "ends too early", CONDITION_START),
     ("F12 & F3", 1, 5, "unexpected character '&'",
      ["'*'", "'+'", "'-'", "AND", "OR", "a comparison (> >= < <= =)", "the end of the expression"]),
     ("F1 > 0 > 1", 1, 8, "unexpected '>'", ["'*'", "'+'", "'-'", "AND", "OR", "the end of the expression"]),
@@ -110,7 +111,7 @@ START = ["'('", "'-'", "a feature (F12)", "a number", "any(…)", "family:N", 'l
     ("F1 ANDF2", 1, 4, "unexpected character 'A'",
      ["'*'", "'+'", "'-'", "AND", "OR", "a comparison (> >= < <= =)", "the end of the expression"]),
     ("F1 == 2", 1, 5, "unexpected '='", START),
-    ("F1 AND )", 1, 8, "unexpected ')'", ["NOT", *START]),
+    ("F1 AND )", 1, 8, "unexpected ')'", CONDITION_START),
     ("label:bron", 1, 7, "unexpected character 'b'", ['a quoted label ("…")']),
     ('label:"open', 1, 7, "unexpected character '\"'", ['a quoted label ("…")']),
     ("family:x", 1, 8, "unexpected character 'x'", ["a family number"]),
@@ -118,7 +119,7 @@ START = ["'('", "'-'", "a feature (F12)", "a number", "any(…)", "family:N", 'l
      ["'*'", "'+'", "'-'", "AND", "OR", "a comparison (> >= < <= =)", "the end of the expression"]),
     ("any()", 1, 5, "unexpected ')'", START),
     ("any(F1 AND F2)", 1, 8, "unexpected 'AND'", ["')'", "'*'", "'+'", "','", "'-'"]),
-    ("Fx", 1, 1, "unexpected character 'F'", ["NOT", *START]),
+    ("Fx", 1, 1, "unexpected character 'F'", CONDITION_START),
     ("F1 AND 0.5", 1, 8, "a number alone is not a condition", ["a comparison (> >= < <= =)", "a feature (F12)"]),
     ("2", 1, 1, "a number alone is not a condition", ["a comparison (> >= < <= =)", "a feature (F12)"]),
     ("(F1 AND F2) > 3", 1, 2, "a condition cannot be used as a number", ["a feature (F12)", "a number"]),
