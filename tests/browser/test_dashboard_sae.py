@@ -4,113 +4,101 @@ curve, heatmaps), browse its features, open one, and open its families."""
 from __future__ import annotations
 
 import re
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-from gateway.demo.corpus import write_csv
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
-from tests.live import create_key, live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def embedded_dataset(url: str, key: str, corpus: Path) -> dict:
-    h = {"Authorization": f"Bearer {key}"}
-    with corpus.open("rb") as f:
-        ds = httpx.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("demo.csv", f)}).json()
-    run = httpx.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"]}, timeout=120).json()
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        run = httpx.get(f"{url}/api/v1/embedding-runs/{run['id']}", headers=h).json()
-        if run["status"] == "succeeded":
-            return run
-        time.sleep(0.5)
-    raise TimeoutError(run)
+def demo_embedding_run(demo) -> int:  # noqa: ANN001
+    """The demo's embedding run (400 notes: enough for names scored on 10+ held-out documents)."""
+    sae = demo.concepts[0]["sae_run_id"]
+    return httpx.get(f"{demo.url}/api/v1/sae-runs/{sae}", headers={"Authorization": f"Bearer {demo.key}"},
+                     timeout=60).json()["embedding_run_id"]
 
 
-def test_train_and_explore_an_sae(page, tmp_path: Path) -> None:  # noqa: ANN001
-    data = tmp_path / "data"
-    corpus = write_csv(tmp_path / "demo.csv", n=400, seed=4)  # enough for names scored on 10+ documents
-    with live_server(data) as (url, _):
-        key = create_key(data, "browser")
-        emb = embedded_dataset(url, key, corpus)
-        login(page, url, key)
-        page.goto(f"{url}/embedding-runs/{emb['id']}")
-        page.fill("#k", "0")
-        page.click("text=Train a sparse autoencoder")
-        page.wait_for_selector("#sae-flash .error")
-        page.console_errors.clear()
-        page.fill("#k", "8, 16")  # a sweep of two
-        page.fill("#expansion_factor", "2")
-        page.fill("#epochs", "20")
-        page.click("text=Train a sparse autoencoder")
-        page.wait_for_url(f"{url}/sae-runs/*")
-        page.wait_for_selector("#sae-run .status-succeeded", timeout=240_000)
-        assert page.locator("svg.chart path.line").count() == 2  # FVU and dead fraction
-        assert page.locator("svg.heatmap").count() >= 2
-        cell = page.locator("svg.heatmap rect title").first.text_content()
-        assert cell.startswith("F") and "→ F" in cell
-        shot(page, "sae-run")
+def test_train_and_explore_an_sae(page, demo) -> None:  # noqa: ANN001
+    """A second SAE on the shared demo's embedding run (embedding a corpus of its own would cost
+    minutes on a CPU without bf16)."""
+    url, key = demo.url, demo.key
+    emb = {"id": demo_embedding_run(demo)}
+    login(page, url, key)
+    page.goto(f"{url}/embedding-runs/{emb['id']}")
+    page.fill("#k", "0")
+    page.click("text=Train a sparse autoencoder")
+    page.wait_for_selector("#sae-flash .error")
+    page.console_errors.clear()
+    page.fill("#k", "8, 16")  # a sweep of two
+    page.fill("#expansion_factor", "2")
+    page.fill("#epochs", "20")
+    page.click("text=Train a sparse autoencoder")
+    page.wait_for_url(f"{url}/sae-runs/*")
+    page.wait_for_selector("#sae-run .status-succeeded", timeout=240_000)
+    assert page.locator("svg.chart path.line").count() == 2  # FVU and dead fraction
+    assert page.locator("svg.heatmap").count() >= 2
+    cell = page.locator("svg.heatmap rect title").first.text_content()
+    assert cell.startswith("F") and "→ F" in cell
+    shot(page, "sae-run")
 
-        page.get_by_role("link", name=re.compile(r"^Browse \d+ features$")).click()
-        page.wait_for_url(re.compile(r"/sae-runs/\d+/features$"))
-        rows = page.locator("#features tbody tr")
-        assert rows.count() == 50
-        densities = [float(rows.nth(i).locator("td").nth(2).inner_text().rstrip("%")) for i in range(5)]
-        assert densities == sorted(densities, reverse=True)
-        shot(page, "features")
-        page.get_by_role("link", name="max activation").click()
-        page.wait_for_url(re.compile(r"sort=max_activation"))
-        rows.first.locator("a").click()
-        page.wait_for_url(re.compile(r"/features/\d+$"))
-        assert page.locator("h1").inner_text().startswith("Feature ")
-        assert page.locator("svg.chart rect").count() >= 1
-        assert page.locator(".neighbours a").count() >= 1
-        shot(page, "feature")
+    page.get_by_role("link", name=re.compile(r"^Browse \d+ features$")).click()
+    page.wait_for_url(re.compile(r"/sae-runs/\d+/features$"))
+    rows = page.locator("#features tbody tr")
+    assert rows.count() == 50
+    densities = [float(rows.nth(i).locator("td").nth(2).inner_text().rstrip("%")) for i in range(5)]
+    assert densities == sorted(densities, reverse=True)
+    shot(page, "features")
+    page.get_by_role("link", name="max activation").click()
+    page.wait_for_url(re.compile(r"sort=max_activation"))
+    rows.first.locator("a").click()
+    page.wait_for_url(re.compile(r"/features/\d+$"))
+    assert page.locator("h1").inner_text().startswith("Feature ")
+    assert page.locator("svg.chart rect").count() >= 1
+    assert page.locator(".neighbours a").count() >= 1
+    shot(page, "feature")
 
-        # The densest feature's documents, loaded after the page from the interpreter service.
-        page.goto(page.url.split("/features/")[0] + "/features?sort=density")
-        page.locator("#features tbody tr").first.locator("a").click()
-        page.wait_for_selector("#feature-examples")
-        badges = page.locator("#feature-examples .example-head .badge").all_inner_texts()
-        assert len(badges) >= 8 and badges[0] == "Q1"
-        assert set(badges) == {"Q1", "Q2", "Q3", "Q4"}  # every quantile, not only the very top
-        assert page.locator("#feature-examples .near-misses li .excerpt").count() >= 1
-        shot(page, "feature-documents")
+    # The densest feature's documents, loaded after the page from the interpreter service.
+    page.goto(page.url.split("/features/")[0] + "/features?sort=density")
+    page.locator("#features tbody tr").first.locator("a").click()
+    page.wait_for_selector("#feature-examples")
+    badges = page.locator("#feature-examples .example-head .badge").all_inner_texts()
+    assert len(badges) >= 8 and badges[0] == "Q1"
+    assert set(badges) == {"Q1", "Q2", "Q3", "Q4"}  # every quantile, not only the very top
+    assert page.locator("#feature-examples .near-misses li .excerpt").count() >= 1
+    shot(page, "feature-documents")
 
-        page.goto(page.url.split("/features/")[0] + "/families")
-        assert page.locator("h1").inner_text() == "Feature families"
-        assert page.locator(".family-list > li").count() <= 40
-        if page.locator(".tree details").count():
-            page.locator(".tree summary").first.click()  # collapse
-            assert page.locator(".tree details").first.get_attribute("open") is None
-        shot(page, "families")
+    page.goto(page.url.split("/features/")[0] + "/families")
+    assert page.locator("h1").inner_text() == "Feature families"
+    assert page.locator(".family-list > li").count() <= 40
+    if page.locator(".tree details").count():
+        page.locator(".tree summary").first.click()  # collapse
+        assert page.locator(".tree details").first.get_attribute("open") is None
+    shot(page, "families")
 
-        # Name the features from the run page; labels then show with their reliability.
-        run_url = page.url.split("/families")[0]
-        page.goto(run_url)
-        page.select_option("#backend", "keywords")
-        page.get_by_role("button", name="Name features").click()
-        page.wait_for_selector("#interpret-flash .job-progress")  # live progress, polled in place
-        page.wait_for_selector("#interpret-flash .status-succeeded", timeout=240_000)
-        page.get_by_role("link", name="See the named features").click()
-        page.wait_for_url(re.compile(r"/features\?sort=score$"))
-        labelled = page.locator("#features .label-ok, #features .label-unreliable")
-        assert labelled.count() >= 5
-        shot(page, "features-named")
-        page.select_option("#reliability", "reliable")
-        page.get_by_role("button", name="Filter").click()
-        page.wait_for_url(re.compile(r"reliability=reliable"))
-        assert page.locator("#features .label-unreliable").count() == 0
-        assert page.locator("#features .badge-none").count() == 0
-        named_rows = page.locator("#features tbody tr").filter(has=page.locator(".label-ok, .label-unreliable"))
-        named_rows.first.locator("a").first.click()
-        page.wait_for_url(re.compile(r"/features/\d+$"))
-        assert page.locator("#int-h").is_visible()
-        assert page.locator("text=keywords").count() >= 1
-        shot(page, "feature-named")
-        assert page.console_errors == []
+    # Name the features from the run page; labels then show with their reliability.
+    run_url = page.url.split("/families")[0]
+    page.goto(run_url)
+    page.select_option("#backend", "keywords")
+    page.get_by_role("button", name="Name features").click()
+    page.wait_for_selector("#interpret-flash .job-progress")  # live progress, polled in place
+    page.wait_for_selector("#interpret-flash .status-succeeded", timeout=240_000)
+    page.get_by_role("link", name="See the named features").click()
+    page.wait_for_url(re.compile(r"/features\?sort=score$"))
+    labelled = page.locator("#features .label-ok, #features .label-unreliable")
+    assert labelled.count() >= 5
+    shot(page, "features-named")
+    page.select_option("#reliability", "reliable")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"reliability=reliable"))
+    assert page.locator("#features .label-unreliable").count() == 0
+    assert page.locator("#features .badge-none").count() == 0
+    named_rows = page.locator("#features tbody tr").filter(has=page.locator(".label-ok, .label-unreliable"))
+    named_rows.first.locator("a").first.click()
+    page.wait_for_url(re.compile(r"/features/\d+$"))
+    assert page.locator("#int-h").is_visible()
+    assert page.locator("text=keywords").count() >= 1
+    shot(page, "feature-named")
+    assert page.console_errors == []

@@ -5,111 +5,81 @@ documents with the matching features highlighted; the URL is shareable; text and
 from __future__ import annotations
 
 import re
-import time
-from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
 
-from gateway.demo.corpus import write_csv
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
-from tests.browser.test_dashboard_sae import embedded_dataset
-from tests.live import create_key, live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 80, "batch_size": 64}
 
 
-def wait(url: str, h: dict, path: str) -> dict:
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        obj = httpx.get(f"{url}{path}", headers=h).json()
-        if obj["status"] in ("succeeded", "failed", "cancelled"):
-            return obj
-        time.sleep(0.5)
-    raise TimeoutError(path)
-
-
-def named_run(url: str, key: str, corpus: Path) -> int:
-    """An SAE run on the corpus, its features named by the keywords back-end."""
+def test_search_page(page, demo) -> None:  # noqa: ANN001
+    """On the shared demo's SAE run, whose features the demo named."""
+    url, key = demo.url, demo.key
+    run_id = demo.concepts[0]["sae_run_id"]
     h = {"Authorization": f"Bearer {key}"}
-    emb = embedded_dataset(url, key, corpus)
-    (sae,) = httpx.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": emb["id"], "config": SMALL}).json()
-    assert wait(url, h, f"/api/v1/sae-runs/{sae['id']}")["status"] == "succeeded"
-    job = httpx.post(f"{url}/api/v1/sae-runs/{sae['id']}/interpretations", headers=h,
-                     json={"backends": [{"backend": "keywords"}]}).json()
-    assert wait(url, h, f"/api/v1/jobs/{job['id']}")["status"] == "succeeded"
-    return sae["id"]
+    named = httpx.get(f"{url}/api/v1/sae-runs/{run_id}/features?sort=density&reliability=reliable&limit=5",
+                      headers=h).json()["items"] or httpx.get(
+        f"{url}/api/v1/sae-runs/{run_id}/features?sort=density&limit=5", headers=h).json()["items"]
+    feat = next(f for f in named if f["label"])
+    login(page, url, key)
+    page.goto(f"{url}/sae-runs/{run_id}")
+    page.get_by_role("link", name="Search").click()
+    page.wait_for_url(f"{url}/sae-runs/{run_id}/search")
 
+    # a wrong expression: the message, the column marked, the caret on it
+    wrong = f"F{feat['index']} AND (F1 OR"
+    page.fill("#q", wrong)
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("#search-results mark.err-at")
+    assert "ends too early" in page.locator(".search-error").inner_text()
+    assert f"column {len(wrong) + 1}" in page.locator(".search-error").inner_text()
+    caret = page.evaluate("document.getElementById('q').selectionStart")
+    assert caret == int(page.locator("mark.err-at").get_attribute("data-offset"))
+    shot(page, "search-error")
+    page.console_errors.clear()  # the browser logs the expected 422 of that request
 
-def test_search_page(page, tmp_path: Path) -> None:  # noqa: ANN001
-    data = tmp_path / "data"
-    corpus = write_csv(tmp_path / "demo.csv", n=200, seed=6)
-    with live_server(data) as (url, _):
-        key = create_key(data, "browser")
-        run_id = named_run(url, key, corpus)
-        h = {"Authorization": f"Bearer {key}"}
-        named = httpx.get(f"{url}/api/v1/sae-runs/{run_id}/features?sort=density&reliability=reliable&limit=5",
-                          headers=h).json()["items"] or httpx.get(
-            f"{url}/api/v1/sae-runs/{run_id}/features?sort=density&limit=5", headers=h).json()["items"]
-        feat = next(f for f in named if f["label"])
-        login(page, url, key)
-        page.goto(f"{url}/sae-runs/{run_id}")
-        page.get_by_role("link", name="Search").click()
-        page.wait_for_url(f"{url}/sae-runs/{run_id}/search")
+    # completion: a word of a label becomes label:"…" options in the datalist
+    word = re.findall(r"\w+", feat["label"])[0]
+    page.fill("#q", "")
+    page.type("#q", word[:4], delay=30)
+    page.wait_for_function("document.querySelectorAll('#feature-names option').length > 0")
+    values = page.eval_on_selector_all("#feature-names option", "os => os.map(o => o.value)")
+    assert all(v.startswith('label:"') for v in values) and any(word[:4].lower() in v.lower() for v in values)
 
-        # a wrong expression: the message, the column marked, the caret on it
-        wrong = f"F{feat['index']} AND (F1 OR"
-        page.fill("#q", wrong)
-        page.get_by_role("button", name="Search").click()
-        page.wait_for_selector("#search-results mark.err-at")
-        assert "ends too early" in page.locator(".search-error").inner_text()
-        assert f"column {len(wrong) + 1}" in page.locator(".search-error").inner_text()
-        caret = page.evaluate("document.getElementById('q').selectionStart")
-        assert caret == int(page.locator("mark.err-at").get_attribute("data-offset"))
-        shot(page, "search-error")
-        page.console_errors.clear()  # the browser logs the expected 422 of that request
+    # a valid expression: documents, the feature highlighted with its label, a shareable URL
+    # Close the datalist's popup first: with it open, Chromium may insert the filled text at
+    # the caret instead of replacing the value (seen once: "bronF77").
+    page.keyboard.press("Escape")
+    page.fill("#q", "")
+    page.fill("#q", f"F{feat['index']}")
+    assert page.input_value("#q") == f"F{feat['index']}"
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("#document-results")
+    assert re.search(r"[\d,]+ documents? match", page.locator(".summary").inner_text())
+    chip = page.locator("#document-results .chip").first
+    assert chip.inner_text().startswith(f"F{feat['index']}") and feat["label"] in chip.inner_text()
+    assert "q=F" in page.url and "mode=expression" in page.url
+    shot(page, "search-expression")
+    page.goto(f"{url}/sae-runs/{run_id}/search?q={quote('F' + str(feat['index']) + ' > 0')}")
+    assert page.locator("#document-results tbody tr").count() >= 1
 
-        # completion: a word of a label becomes label:"…" options in the datalist
-        word = re.findall(r"\w+", feat["label"])[0]
-        page.fill("#q", "")
-        page.type("#q", word[:4], delay=30)
-        page.wait_for_function("document.querySelectorAll('#feature-names option').length > 0")
-        values = page.eval_on_selector_all("#feature-names option", "os => os.map(o => o.value)")
-        assert all(v.startswith('label:"') for v in values) and any(word[:4].lower() in v.lower() for v in values)
+    # text mode: nearest documents and the query's own named features
+    page.check("input[name=mode][value=text]")
+    page.fill("#q", "bambino con febbre e tosse da tre giorni")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("text=The text's own features")
+    assert page.locator("#document-results tbody tr").count() == 20
+    shot(page, "search-text")
 
-        # a valid expression: documents, the feature highlighted with its label, a shareable URL
-        # Close the datalist's popup first: with it open, Chromium may insert the filled text at
-        # the caret instead of replacing the value (seen once: "bronF77").
-        page.keyboard.press("Escape")
-        page.fill("#q", "")
-        page.fill("#q", f"F{feat['index']}")
-        assert page.input_value("#q") == f"F{feat['index']}"
-        page.get_by_role("button", name="Search").click()
-        page.wait_for_selector("#document-results")
-        assert re.search(r"[\d,]+ documents? match", page.locator(".summary").inner_text())
-        chip = page.locator("#document-results .chip").first
-        assert chip.inner_text().startswith(f"F{feat['index']}") and feat["label"] in chip.inner_text()
-        assert "q=F" in page.url and "mode=expression" in page.url
-        shot(page, "search-expression")
-        page.goto(f"{url}/sae-runs/{run_id}/search?q={quote('F' + str(feat['index']) + ' > 0')}")
-        assert page.locator("#document-results tbody tr").count() >= 1
-
-        # text mode: nearest documents and the query's own named features
-        page.check("input[name=mode][value=text]")
-        page.fill("#q", "bambino con febbre e tosse da tre giorni")
-        page.get_by_role("button", name="Search").click()
-        page.wait_for_selector("text=The text's own features")
-        assert page.locator("#document-results tbody tr").count() == 20
-        shot(page, "search-text")
-
-        # label mode
-        page.check("input[name=mode][value=label]")
-        page.fill("#q", word)
-        page.get_by_role("button", name="Search").click()
-        page.wait_for_selector("#label-results")
-        assert page.locator(f"#label-results a[href$='/features/{feat['index']}']").count() == 1
-        shot(page, "search-label")
-        assert page.console_errors == []
+    # label mode
+    page.check("input[name=mode][value=label]")
+    page.fill("#q", word)
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("#label-results")
+    assert page.locator(f"#label-results a[href$='/features/{feat['index']}']").count() == 1
+    shot(page, "search-label")
+    assert page.console_errors == []

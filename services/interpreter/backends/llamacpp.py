@@ -21,6 +21,10 @@ from services.interpreter.backends.chat import ChatBackend
 
 _MODELS: dict[tuple[str, int, int | None], Any] = {}
 _LOAD_LOCK = threading.Lock()
+# One generation at a time per loaded Llama (a context is not re-entrant), held by the thread that
+# generates: an asyncio lock alone is released when a call times out while its thread still decodes,
+# and a retry decoding beside it on the same context crashes the process.
+_GENERATE_LOCKS: dict[tuple[str, int, int | None], threading.Lock] = {}
 
 
 @atexit.register
@@ -55,7 +59,14 @@ def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None) 
                                      verbose=False)
             except (ValueError, RuntimeError) as exc:
                 raise BackendUnavailable(f"cannot load {path}: {exc}") from None
+            _GENERATE_LOCKS[key] = threading.Lock()
         return _MODELS[key]
+
+
+def generate_lock(path: str | Path, n_ctx: int = 2048, threads: int | None = None) -> threading.Lock:
+    """The lock a thread holds while it generates with `load_llama(path, n_ctx, threads)`."""
+    load_llama(path, n_ctx, threads)
+    return _GENERATE_LOCKS[(str(path), n_ctx, threads)]
 
 
 class LlamaCppBackend(ChatBackend):
@@ -72,15 +83,18 @@ class LlamaCppBackend(ChatBackend):
         self._lock = asyncio.Lock()  # one generation at a time: a Llama is not re-entrant
 
     def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any], temperature: float,
-                  max_tokens: int) -> str:
+                  max_tokens: int, cancelled: threading.Event | None = None) -> str:
         llm = load_llama(self.path, self.n_ctx, self.threads)
-        try:
-            out = llm.create_chat_completion(
-                messages=messages, temperature=temperature, max_tokens=max_tokens,
-                response_format={"type": "json_object", "schema": schema},
-            )
-        except ValueError as exc:  # e.g. the prompt exceeds the context window
-            raise BackendOutputError(f"llama.cpp: {exc}") from None
+        with generate_lock(self.path, self.n_ctx, self.threads):
+            if cancelled is not None and cancelled.is_set():  # timed out while waiting for the model
+                raise BackendTimeout(f"llama.cpp {self.model}: cancelled")
+            try:
+                out = llm.create_chat_completion(
+                    messages=messages, temperature=temperature, max_tokens=max_tokens,
+                    response_format={"type": "json_object", "schema": schema},
+                )
+            except ValueError as exc:  # e.g. the prompt exceeds the context window
+                raise BackendOutputError(f"llama.cpp: {exc}") from None
         choice = out["choices"][0]
         if choice.get("finish_reason") == "length":
             raise BackendOutputError(f"llama.cpp: answer cut at {max_tokens} tokens")
@@ -88,10 +102,12 @@ class LlamaCppBackend(ChatBackend):
 
     async def _chat(self, messages: list[dict[str, str]], schema: dict[str, Any], temperature: float,
                     max_tokens: int) -> str:
+        cancelled = threading.Event()  # a call that timed out before its turn does not start
         async with self._lock:
             try:
                 return await asyncio.wait_for(
-                    asyncio.to_thread(self._complete, messages, schema, temperature, max_tokens),
+                    asyncio.to_thread(self._complete, messages, schema, temperature, max_tokens, cancelled),
                     self.timeout_s)
             except TimeoutError:
+                cancelled.set()
                 raise BackendTimeout(f"llama.cpp {self.model}: no answer in {self.timeout_s} s") from None
