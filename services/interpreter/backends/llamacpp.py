@@ -20,7 +20,7 @@ from typing import Any
 from services.interpreter.backends.base import BackendOutputError, BackendTimeout, BackendUnavailable
 from services.interpreter.backends.chat import ChatBackend
 
-_MODELS: dict[tuple[str, int, int | None], Any] = {}
+_MODELS: dict[tuple, Any] = {}
 _LOAD_LOCK = threading.Lock()
 
 
@@ -42,9 +42,10 @@ def smollm2_path() -> Path:
     return files[0]
 
 
-def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None) -> Any:
-    """The Llama of `path`, loaded once per process (per context size and threads)."""
-    key = (str(path), n_ctx, threads)
+def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None, chat_format: str | None = None) -> Any:
+    """The Llama of `path`, loaded once per process (per context size, threads and chat format; None:
+    the file's own chat template)."""
+    key = (str(path), n_ctx, threads) + ((chat_format,) if chat_format else ())
     with _LOAD_LOCK:
         if key not in _MODELS:
             try:
@@ -53,7 +54,7 @@ def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None) 
                 raise BackendUnavailable(f"llama-cpp-python is not installed: {exc}") from None
             try:
                 _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, seed=0,
-                                     verbose=False)
+                                     verbose=False, chat_format=chat_format)
             except (ValueError, RuntimeError) as exc:
                 raise BackendUnavailable(f"cannot load {path}: {exc}") from None
         return _MODELS[key]
@@ -66,15 +67,16 @@ class LlamaCppBackend(ChatBackend):
     detect_chars = 700
 
     def __init__(self, *, model_path: str | Path | None = None, n_ctx: int = 2048, threads: int | None = None,
-                 timeout_s: float = 120.0, **kwargs: Any) -> None:
+                 timeout_s: float = 120.0, chat_format: str | None = None, **kwargs: Any) -> None:
         path = Path(model_path) if model_path else smollm2_path()
         super().__init__(model=path.stem, **kwargs)
         self.path, self.n_ctx, self.threads, self.timeout_s = path, n_ctx, threads, timeout_s
+        self.chat_format = chat_format
         self._lock = asyncio.Lock()  # one generation at a time: a Llama is not re-entrant
 
     def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any], temperature: float,
                   max_tokens: int) -> str:
-        llm = load_llama(self.path, self.n_ctx, self.threads)
+        llm = load_llama(self.path, self.n_ctx, self.threads, self.chat_format)
         try:
             out = llm.create_chat_completion(
                 messages=messages, temperature=temperature, max_tokens=max_tokens,
