@@ -179,15 +179,15 @@ def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backend
     out, records = {}, {}
     for key in backends:
         opts, backend = build(key)
-        rec = Recording(backend)
-        namer = Namer(corpus, [(opts, rec)], embed, term_index=index)  # type: ignore[list-item]
+        rec = Recording(backend) if key != "keywords" else None  # the Namer treats a KeywordsBackend apart
+        namer = Namer(corpus, [(opts, rec or backend)], embed, term_index=index)  # type: ignore[list-item]
         done, t0 = [], time.perf_counter()
         for i in range(0, len(feats), batch):
             pool = [r.interpretations[r.best].label for r in done[-256:] if r.best is not None]
             done += asyncio.run(namer.name_features(feats[i:i + batch], pool))
             print(f"{name} {key}: {len(done)}/{len(feats)} features, {time.perf_counter() - t0:.0f} s", flush=True)
         records[key] = done
-        out[key] = summarise(done, time.perf_counter() - t0, rec.candidates if key != "keywords" else None)
+        out[key] = summarise(done, time.perf_counter() - t0, rec.candidates if rec else None)
         out[key]["model"] = backend.model
         out[key]["language"] = namer.language
         if key in MODELS:
@@ -206,13 +206,15 @@ def main() -> None:
     parser.add_argument("--corpora", default="abstracts,demo")
     parser.add_argument("--backends", default="keywords,llamacpp,llamacpp_gemma3_270m")
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--sae-data", choices=["documents", "sentences"], default="sentences",
+                        help="the abstracts' SAE, as bench/interpret.py --sae-data trains it")
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     ib.CACHE.mkdir(parents=True, exist_ok=True)
     stores = {"abstracts": ArtifactStore(str(ib.CACHE / "store")), "demo": ArtifactStore(str(CACHE / "demo-store"))}
-    prepare = {"abstracts": lambda s: ib.prepare(s, "sentences"), "demo": prepare_demo}
+    prepare = {"abstracts": lambda s: ib.prepare(s, args.sae_data), "demo": prepare_demo}
     corpora = args.corpora.split(",")
     prepared = {c: prepare[c](stores[c]) for c in corpora}
     if args.prepare_only:
@@ -223,7 +225,7 @@ def main() -> None:
         "benchmark": "names",
         "settings": {"cpu_threads": os.cpu_count(), "machine": platform.machine(), "llama_threads": 2,
                      "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()],
-                     "candidates_asked": 3, "prompt": "name_feature.v2",
+                     "candidates_asked": 3, "prompt": "name_feature.v2", "abstracts_sae_data": args.sae_data,
                      "scorer": "embedding AUROC (all-MiniLM-L6-v2) on 20 + 20 held-out documents; "
                                "detection not run (one LLM call a held-out document: too slow on 2 CPU cores)",
                      "embedding_auroc_top_half": "mean of the better half of the shown names' held-out scores"},
