@@ -129,6 +129,11 @@ class EvidenceIds(BaseModel):
     hard_negatives: list[int] = Field(default_factory=list)
     holdout_activating: list[int] = Field(default_factory=list, description="Scored on, never shown.")
     holdout_non_activating: list[int] = Field(default_factory=list, description="Scored on, never shown.")
+    keywords: list[str] = Field(
+        default_factory=list,
+        description="The feature's most contrastive terms (activating vs non-activating documents), as written: "
+        "shown under the name as its evidence, and given to a language model as hints. Term statistics, not text.",
+    )
 
 
 class Interpretation(BaseModel):
@@ -151,6 +156,11 @@ class Interpretation(BaseModel):
     control_detection: float | None = None
     score: float | None = Field(default=None, description="The score best-of-n uses: detection, else embedding.")
     reliable: bool | None = Field(default=None, description="score ≥ threshold; None when unscored.")
+    copies_input: bool = Field(
+        default=False,
+        description="The label holds a verbatim run of at least 6 words of one excerpt the back-end was shown: "
+        "a copy, not a name. Kept and shown as such, but never preferred over a label that is not a copy.",
+    )
 
 
 class FeatureInterpretations(BaseModel):
@@ -162,6 +172,7 @@ class FeatureInterpretations(BaseModel):
     best: int | None = Field(default=None, description="Index into interpretations of the best-scoring one.")
     skipped: str | None = Field(default=None, description="Why the feature was not named (e.g. too rare).")
     errors: list[str] = Field(default_factory=list, description="Back-end failures after retries (typed, short).")
+    keywords: list[str] = Field(default_factory=list, description="The feature's most contrastive terms (evidence).")
 
 
 class CorpusRef(BaseModel):
@@ -187,6 +198,11 @@ class BackendOptions(BaseModel):
     model: str | None = Field(default=None, description="Override the service's model for this back-end.")
     candidates: int = Field(default=3, ge=1, le=8, description="Candidate labels asked of an LLM; the scorer picks.")
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    language: Literal["auto", "en", "it"] = Field(
+        default="auto",
+        description="Language an LLM writes names in: the corpus's ('auto': English or Italian, by which "
+        "language's stop-words its documents use more), or the one given.",
+    )
 
 
 class LabelEmbedding(BaseModel):
@@ -264,6 +280,22 @@ class InterpretRunPayload(BaseModel):
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     batch_features: int = Field(default=64, ge=1, le=10_000, description="Features per checkpoint shard.")
+    order: Literal["index", "browse"] = Field(
+        default="browse",
+        description="Which features are named first when `features` is None: `browse`, the order the features "
+        "page lists them by default (densest first: the ones a person meets first and whose names rest on the "
+        "most held-out documents); `index`, by latent index.",
+    )
+    limit: int | None = Field(
+        default=None, ge=1,
+        description="Name only the first this many features in that order; the rest are named on demand "
+        "(re-interpret). None: all of them.",
+    )
+    keywords_fallback: bool = Field(
+        default=True,
+        description="When no `keywords` back-end is listed, add one: its term lists stay the fallback where the "
+        "language model fails, and best-of-n shows them where the model's name scores worse.",
+    )
     families: list[FeatureFamily] = Field(default_factory=list, description="Families to name after features.")
 
     @model_validator(mode="after")

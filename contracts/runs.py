@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from contracts.embed import EmbeddingRunSpec
 from contracts.sae import FamiliesConfig, SaeConfig, StatsConfig
@@ -130,6 +130,18 @@ class InterpretationOut(BaseModel):
     reliable: bool | None
     evidence: dict[str, Any] = Field(description="Dataset positions shown and scored on (never text).")
     created_at: datetime
+
+    @computed_field(description="The feature's most contrastive terms, the evidence the name was written from "
+                    "(shown under it); [] for names stored before they were kept.")
+    @property
+    def keywords(self) -> list[str]:
+        return list(self.evidence.get("keywords") or [])
+
+    @computed_field(description="The label holds 6 or more words verbatim from one excerpt it was named from: "
+                    "a copy, never preferred over another name.")
+    @property
+    def copies_input(self) -> bool:
+        return bool(self.evidence.get("copies_input", False))
 
 
 class FeatureDetail(FeatureOut):

@@ -19,7 +19,7 @@ from contracts.interpret import (BackendOptions, EvidenceConfig, FamilyLabel, Fe
                                  Interpretation, InterpretRequest, InterpretResult, ScoringConfig)
 from contracts.sae import FeatureFamily
 from services.interpreter.backends.base import (Backend, BackendError, FamilyNamer, FamilyRequest,
-                                                NamingRequest, with_retries)
+                                                NamingRequest, copies_input, with_retries)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
 from services.interpreter.evidence import (EvidenceSet, FeatureTooRare, Neighbours, anchors_of, cut_excerpt,
@@ -32,6 +32,29 @@ HINTS = 8
 """Contrastive keywords offered to a language model."""
 EMBED_CACHE = 50_000
 """Label vectors kept (single terms recur across features): 50k × 384 float32 ≈ 77 MB."""
+LANGUAGES = {"en": "English", "it": "Italian"}
+_MARKERS = {"en": frozenset("the and of with was were is are this that from by which".split()),
+            "it": frozenset("il la di che con per della del nel non una sono alla dei delle gli".split())}
+
+
+def corpus_language(texts: Sequence[str]) -> str:
+    """'en' or 'it': whose common function words the texts use more (English on a tie)."""
+    counts = dict.fromkeys(_MARKERS, 0)
+    for text in texts:
+        for word in text.lower().split():
+            for lang, markers in _MARKERS.items():
+                counts[lang] += word in markers
+    return "it" if counts["it"] > counts["en"] else "en"
+
+
+def naming_order(corpus: Corpus, order: str = "browse") -> list[int]:
+    """Every feature, in the order they are worth naming: `browse`, as the features page lists them by
+    default (densest first, then the strongest maximum activation, then index); `index`, by index."""
+    if order == "index":
+        return list(range(corpus.n_features))
+    density = corpus.codes.getnnz(axis=0)  # [n]
+    top = np.asarray(corpus.codes.max(axis=0).todense()).ravel() if corpus.codes.nnz else np.zeros(len(density))
+    return [int(i) for i in np.lexsort((np.arange(len(density)), -top, -density))]
 
 
 @dataclass
@@ -43,6 +66,8 @@ class _Pending:
     control: str | None = None
     terms: dict[str, list[str]] = field(default_factory=dict)
     """Per back-end, terms it offers to compose labels from (NamingResult.extra['terms'])."""
+    keywords: list[str] | None = None
+    """The feature's most contrastive terms: hints to a language model, and evidence shown under its name."""
 
 
 class _OneBlasThread:
@@ -121,6 +146,8 @@ class Namer:
     max_candidates: int = 8
     """Candidates of one back-end embedded per feature (composed ones included): embedding them is
     the cost of naming, so the back-end's first (plainest) ones and the best compositions go first."""
+    language: str | None = None
+    """'en' or 'it', the language names are asked in; None: the corpus's (`corpus_language` of 200 documents)."""
 
     def __post_init__(self) -> None:
         if self.term_index is None:
@@ -129,6 +156,9 @@ class Namer:
         for _, backend in self.backends:
             if isinstance(backend, KeywordsBackend) and backend.index is None:
                 backend.index = self.term_index
+        if self.language is None:
+            step = max(1, self.corpus.n_docs // 200)
+            self.language = corpus_language([self.corpus.text(p)[:2000] for p in range(0, self.corpus.n_docs, step)])
         self._gate = asyncio.Semaphore(self.concurrency)
         self.driving = DrivingChunks(self.corpus)
         self.neighbours = Neighbours(self.corpus)
@@ -186,31 +216,47 @@ class Namer:
             record.skipped = str(exc)
             return _Pending(record)
 
-    def _request(self, ev: EvidenceSet, opts: BackendOptions, backend: Backend) -> NamingRequest:
+    def _keywords(self, p: _Pending) -> list[str]:
+        """The feature's HINTS most contrastive terms, found once (every back-end's evidence)."""
+        ev = p.evidence
+        assert ev is not None
+        if p.keywords is None:
+            p.keywords = self.keywords.keywords(NamingRequest(
+                ev.feature, (), (), activating_ids=ev.pool_activating, non_activating_ids=ev.pool_non_activating), HINTS)
+        return p.keywords
+
+    def _request(self, p: _Pending, opts: BackendOptions, backend: Backend) -> NamingRequest:
+        ev = p.evidence
+        assert ev is not None
         ids = dict(activating_ids=ev.pool_activating, non_activating_ids=ev.pool_non_activating)
         chars = self.evidence.excerpt_chars
         if isinstance(backend, KeywordsBackend):  # excerpts of the shown documents: its extractive spans
             return NamingRequest(ev.feature, self.driving.excerpts(ev.feature, ev.activating, chars), (), **ids,
                                  hard_negative_ids=ev.selection_hard, candidates=opts.candidates)
-        hints = self.keywords.keywords(NamingRequest(ev.feature, (), (), **ids), HINTS)
+        language = LANGUAGES[self.language if opts.language == "auto" else opts.language]  # type: ignore[index]
         return NamingRequest(ev.feature, self.driving.excerpts(ev.feature, ev.activating, chars),
                              self.driving.excerpts(ev.feature, ev.non_activating, chars), **ids,
-                             hints=hints, candidates=opts.candidates, temperature=opts.temperature)
+                             hints=self._keywords(p), candidates=opts.candidates, temperature=opts.temperature,
+                             language=language)
 
     async def _name(self, p: _Pending, opts: BackendOptions, backend: Backend) -> None:
         ev = p.evidence
         assert ev is not None
+        request = self._request(p, opts, backend)
         try:
             async with self._gate:
-                result = await backend.name_feature(self._request(ev, opts, backend))
+                result = await backend.name_feature(request)
         except BackendError as exc:
             p.record.errors.append(f"{backend.name}: {type(exc).__name__}: {exc}"[:300])
             return
         ids = ev.ids(pools=isinstance(backend, KeywordsBackend))
+        ids.keywords = p.record.keywords = self._keywords(p)
+        shown = [*request.activating, *request.non_activating]
         p.terms[backend.name] = list(result.extra.get("terms", []))
         p.record.interpretations += [
             Interpretation(feature=ev.feature, label=c.label, description=c.description, backend=backend.name,
-                           model=result.model, prompt_version=result.prompt_version, evidence=ids)
+                           model=result.model, prompt_version=result.prompt_version, evidence=ids,
+                           copies_input=c.copies_input or copies_input(c.label, shown))
             for c in result.candidates
         ]
 
@@ -265,7 +311,7 @@ class Namer:
                     if label not in have:
                         have.add(label)
                         p.record.interpretations.append(template.model_copy(update={
-                            "label": label, "description": f"{template.description or ''} Terms chosen for how "
+                            "label": label, "copies_input": False, "description": f"{template.description or ''} Terms chosen for how "
                             "well they tell its documents from similar ones.".strip()}))
 
     def _choose_controls(self, pending: list[_Pending], pool: Sequence[str]) -> None:
@@ -325,16 +371,17 @@ class Namer:
 
 
 def _names_first(interps: list[Interpretation], tolerance: float) -> list[Interpretation]:
-    """By evidence score, best first (stable: among equals the back-end's earlier, plainer one), except
-    that each back-end's best name (a label that is not a term list) within `tolerance` of its best
-    score goes first: a name reads better, and such differences are within the evidence's noise."""
-    ranked = sorted(interps, key=lambda i: -(i.score_evidence or 0.0))
+    """By evidence score, best first (stable: among equals the back-end's earlier, plainer one), copies
+    of an excerpt after every other label, except that each back-end's best name (a label that is not a
+    term list nor a copy) within `tolerance` of its best score goes first: a name reads better, and such
+    differences are within the evidence's noise."""
+    ranked = sorted(interps, key=lambda i: (i.copies_input, -(i.score_evidence or 0.0)))
     top: dict[str, float] = {}
     for i in ranked:
         top.setdefault(i.backend, i.score_evidence or 0.0)
     names: dict[str, Interpretation] = {}
     for i in ranked:
-        if ", " not in i.label and (i.score_evidence or 0.0) >= top[i.backend] - tolerance:
+        if ", " not in i.label and not i.copies_input and (i.score_evidence or 0.0) >= top[i.backend] - tolerance:
             names.setdefault(i.backend, i)
     return [*names.values(), *(i for i in ranked if all(i is not n for n in names.values()))]
 

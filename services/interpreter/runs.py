@@ -1,6 +1,7 @@
 """The `interpret_run` job without the queue: name every feature of an SAE run, resumably.
 
-Features are named in batches of `batch_features`; each finished batch is one JSONL shard
+Features are named in the order a person browses them (densest first, `naming_order`), up to
+`limit` of them (the rest on demand), in batches of `batch_features`; each finished batch is one JSONL shard
 (`interpretations/shard-00000.jsonl`, written atomically), so a killed worker loses at most
 the batch in flight and a retried job skips every shard it finds. Evidence draws depend only
 on (seed, feature), so a resumed run shows the back-ends what an uninterrupted run would.
@@ -15,13 +16,14 @@ from collections.abc import Callable
 
 from artifacts import ArtifactStore
 from contracts.artifacts import ArtifactInfo
-from contracts.interpret import FeatureInterpretations, InterpretRunPayload, InterpretRunResult
+from contracts.interpret import BackendOptions, FeatureInterpretations, InterpretRunPayload, InterpretRunResult
 from contracts.jobs import Progress
 from services.interpreter.backends import build_backend
 from services.interpreter.backends.base import Backend, FamilyNamer
+from services.interpreter.backends.keywords import KeywordsBackend
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.corpus import Corpus, load_corpus
-from services.interpreter.naming import Namer, name_families
+from services.interpreter.naming import Namer, name_families, naming_order
 from services.interpreter.scoring import EmbedFn
 
 ProgressFn = Callable[[Progress], None]
@@ -59,9 +61,12 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     corpus = corpus or load_corpus(store, payload.corpus)
     built = backends or [build_backend(o, settings) for o in payload.backends]
     judge = next((b for b in built if b.name != "keywords"), None)
-    namer = Namer(corpus, list(zip(payload.backends, built)), embed_texts, payload.evidence, payload.scoring,
-                  judge=judge)
-    features = payload.features if payload.features is not None else list(range(corpus.n_features))
+    named_by = list(zip(payload.backends, built))
+    if payload.keywords_fallback and all(b.name != "keywords" for b in built):
+        named_by.append((BackendOptions(backend="keywords"), KeywordsBackend()))
+    namer = Namer(corpus, named_by, embed_texts, payload.evidence, payload.scoring, judge=judge)
+    features = payload.features if payload.features is not None else naming_order(corpus, payload.order)
+    features = features[: payload.limit] if payload.limit is not None else features
     batches = [features[i:i + payload.batch_features] for i in range(0, len(features), payload.batch_features)]
     started, named_now, resumed = time.perf_counter(), 0, 0
     shards: list[ArtifactInfo] = []

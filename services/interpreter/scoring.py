@@ -79,8 +79,9 @@ def finalise(interp: Interpretation, cfg: ScoringConfig) -> Interpretation:
 
 
 def best_index(interps: Sequence[Interpretation]) -> int | None:
-    """Best-of-n: the highest score; unscored ones only if nothing is scored (then the first)."""
+    """Best-of-n: the highest score, a label that copies an excerpt only when every scored one does;
+    unscored ones only if nothing is scored (then the first)."""
     if not interps:
         return None
-    scored = [(i.score, -n) for n, i in enumerate(interps) if i.score is not None]
-    return -max(scored)[1] if scored else 0
+    scored = [(not i.copies_input, i.score, -n) for n, i in enumerate(interps) if i.score is not None]
+    return -max(scored)[2] if scored else 0

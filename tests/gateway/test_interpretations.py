@@ -61,6 +61,8 @@ async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> N
     assert interps[0]["score_embedding"] == first["score"]
     ev = interps[0]["evidence"]
     assert ev["activating"] and not set(ev["activating"]) & set(ev["holdout_activating"])  # never shown what it is scored on
+    assert interps[0]["keywords"] and interps[0]["keywords"] == ev["keywords"]  # the evidence under the name
+    assert interps[0]["copies_input"] is False
     detail = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{first['index']}", headers=auth)).json()
     assert detail["label"] == first["label"]
 

@@ -1,4 +1,5 @@
-"""Naming runs: every feature named and scored with a control, resumed after a stop, families named."""
+"""Naming runs: every feature named and scored with a control, resumed after a stop, families named; the
+order features are named in; keywords as evidence and as the fallback of a language model; copies not shown."""
 
 from __future__ import annotations
 
@@ -6,15 +7,19 @@ import pytest
 
 from contracts.interpret import BackendOptions, InterpretRunPayload
 from contracts.sae import FeatureFamily
+from services.interpreter.backends.base import (Backend, BackendOutputError, LabelCandidate, NamingRequest,
+                                                NamingResult)
 from services.interpreter.config import InterpreterSettings
+from services.interpreter.corpus import load_corpus
+from services.interpreter.naming import corpus_language, naming_order
 from services.interpreter.runs import InterpretRunStopped, name_run, read_shard, shard_key
 
 from tests.interpreter.conftest import TOPICS, topic_embed  # noqa: E402
 
 
 def payload(ref, prefix: str, **kw) -> InterpretRunPayload:
-    return InterpretRunPayload(run_id=1, corpus=ref, artifact_prefix=prefix, batch_features=3,
-                               backends=[BackendOptions(backend="keywords")], **kw)
+    kw.setdefault("backends", [BackendOptions(backend="keywords")])
+    return InterpretRunPayload(run_id=1, corpus=ref, artifact_prefix=prefix, batch_features=3, **kw)
 
 
 @pytest.mark.anyio
@@ -26,12 +31,16 @@ async def test_run_names_scores_and_controls(synthetic):
                             embed_texts=topic_embed, on_progress=progress.append)
     assert result.n_features == 8 and result.n_named == 7 and result.n_skipped == 1  # feature 6 is too rare
     records = [r for s in range(3) for r in read_shard(store, shard_key("interp/full", s))[0]]
+    assert [r.feature for r in records] == naming_order(load_corpus(store, ref))  # densest first
+    records.sort(key=lambda r: r.feature)
     for r in records[:6]:
         best = r.interpretations[r.best]
         assert TOPICS[r.feature].split()[0] in best.label or any(w in best.label for w in TOPICS[r.feature].split())
         assert best.score_embedding > 0.9 and best.reliable
         assert best.control_embedding is not None and best.control_embedding < 0.6
         assert best.backend == "keywords" and best.evidence.holdout_activating
+        assert r.keywords and best.evidence.keywords == r.keywords
+        assert any(TOPICS[r.feature].split()[0] in k for k in r.keywords)
     assert records[6].skipped and records[6].best is None
     assert progress[-1].done == progress[-1].total == 8 and progress[-1].unit == "features"
     assert result.families is not None and b'"parent":0' in store.read_bytes(result.families.uri).replace(b" ", b"")
@@ -62,3 +71,71 @@ async def test_stopped_run_resumes_with_identical_results(synthetic):
         assert strip(a) == strip(b)
     again = await name_run(payload(ref, "interp/resumed"), store, settings=InterpreterSettings(), embed_texts=None)
     assert again == resumed  # result.json: a finished run is not redone
+
+
+def test_naming_order_is_the_browse_order_and_language_is_found(synthetic):
+    store, ref = synthetic
+    corpus = load_corpus(store, ref)
+    order = naming_order(corpus)
+    density = corpus.codes.getnnz(axis=0)
+    assert sorted(order) == list(range(corpus.n_features)) and naming_order(corpus, "index") == sorted(order)
+    assert all(density[a] >= density[b] for a, b in zip(order, order[1:]))
+    assert corpus_language(["Il bambino ha la febbre e la tosse da tre giorni, con difficoltà respiratoria."]) == "it"
+    assert corpus_language(["The child has had a fever and a cough for three days."]) == "en"
+
+
+@pytest.mark.anyio
+async def test_limit_names_the_first_features_of_the_order(synthetic):
+    store, ref = synthetic
+    result = await name_run(payload(ref, "interp/limited", limit=4), store, settings=InterpreterSettings(),
+                            embed_texts=topic_embed)
+    records = [r for s in range(2) for r in read_shard(store, shard_key("interp/limited", s))[0]]
+    assert result.n_features == 4 and [r.feature for r in records] == naming_order(load_corpus(store, ref))[:4]
+
+
+class ScriptedLLM(Backend):
+    """A language-model back-end that fails on feature 0, copies an excerpt on feature 1 and names the
+    rest with an unrelated phrase; it keeps every request."""
+
+    name = "llamacpp"
+    model = "scripted"
+
+    def __init__(self) -> None:
+        self.requests: list[NamingRequest] = []
+
+    async def name_feature(self, request: NamingRequest) -> NamingResult:
+        self.requests.append(request)
+        if request.feature == 0:
+            raise BackendOutputError("no usable candidate")
+        if request.feature == 1:  # 6+ words verbatim from an excerpt: topical, so it would score well
+            copy = " ".join(request.activating[0].split()[-9:-3])
+            return NamingResult([LabelCandidate(label=copy, description="copied", copies_input=False)],
+                                self.model, "name_feature.v2")
+        return NamingResult([LabelCandidate(label="weather report", description="unrelated")], self.model,
+                            "name_feature.v2")
+
+
+@pytest.mark.anyio
+async def test_keywords_are_the_fallback_of_a_language_model_and_copies_are_not_shown(synthetic):
+    store, ref = synthetic
+    llm = ScriptedLLM()
+    llm_only = dict(backends=[BackendOptions(backend="llamacpp")], features=[0, 1, 2, 3])
+    await name_run(payload(ref, "interp/fallback", **llm_only), store, settings=InterpreterSettings(),
+                   embed_texts=topic_embed, backends=[llm])
+    records = {r.feature: r for s in range(2) for r in read_shard(store, shard_key("interp/fallback", s))[0]}
+    request = next(q for q in llm.requests if q.feature == 2)
+    assert request.language == "English" and any("diabetes" in k for k in request.hints) and request.activating
+    assert any("llamacpp: BackendOutputError" in e for e in records[0].errors)
+    (copy,) = [i for i in records[1].interpretations if i.backend == "llamacpp"]
+    assert copy.copies_input and len(copy.label.split()) >= 6 and copy.score_embedding is not None
+    for r in records.values():  # a failure, a copy and a worse name: each shows the keywords' name
+        best = r.interpretations[r.best]
+        assert best.backend == "keywords" and not best.copies_input and best.evidence.keywords
+    (worse,) = [i for i in records[2].interpretations if i.backend == "llamacpp"]
+    assert worse.score_embedding < records[2].interpretations[records[2].best].score_embedding
+    await name_run(payload(ref, "interp/no-fallback", keywords_fallback=False, **llm_only), store,
+                   settings=InterpreterSettings(), embed_texts=topic_embed, backends=[ScriptedLLM()])
+    records = {r.feature: r for s in range(2) for r in read_shard(store, shard_key("interp/no-fallback", s))[0]}
+    assert records[0].best is None and records[0].skipped == "every back-end failed"
+    assert {i.backend for r in records.values() for i in r.interpretations} == {"llamacpp"}
+    assert records[1].interpretations[records[1].best].copies_input  # nothing else to show: shown, flagged

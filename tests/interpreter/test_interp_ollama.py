@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from services.interpreter.backends.base import BackendOutputError, BackendUnavailable, NamingRequest
+from services.interpreter.backends.base import BackendOutputError, BackendUnavailable, NamingRequest, naming_schema
 from services.interpreter.backends.ollama import OllamaBackend
 
 #: A real /api/chat response (llama3.2:3b, format = JSON schema, stream = false).
@@ -81,16 +81,19 @@ async def test_naming_request_and_recorded_answer(replay):
     backend = OllamaBackend(host=replay.host, model="llama3.2:3b", retries=0)
     result = await backend.name_feature(REQUEST)
     assert [c.label for c in result.candidates] == ["Epilepsy and seizures", "Anticonvulsant therapy"]
-    assert result.model == "llama3.2:3b" and result.prompt_version == "name_feature.v1"
+    assert result.model == "llama3.2:3b" and result.prompt_version == "name_feature.v2"
     (sent,) = replay.requests
     body = sent["body"]
     assert sent["path"] == "/api/chat" and body["model"] == "llama3.2:3b" and body["stream"] is False
-    assert body["format"]["properties"]["candidates"]["maxItems"] == 2
+    assert body["format"] == naming_schema(2)  # Ollama turns the JSON schema into a grammar
+    assert body["format"]["properties"]["candidates"]["items"]["required"] == ["label", "description"]
     assert body["options"]["temperature"] == pytest.approx(0.2)
     system, user = body["messages"]
     assert system["role"] == "system" and "JSON" in system["content"]
+    assert "noun phrase of 2 to 5 words in English" in system["content"]
     assert "1. Seizures in children with epilepsy." in user["content"]
-    assert "Breast cancer screening." in user["content"] and "epilepsy, seizures" in user["content"]
+    assert "Breast cancer screening." in user["content"]
+    assert "KEYWORDS, much more frequent in the activating documents: epilepsy, seizures" in user["content"]
 
 
 @pytest.mark.anyio
@@ -115,17 +118,24 @@ async def test_unparsable_then_good_answer_is_retried(replay):
 
 
 @pytest.mark.anyio
-async def test_copied_document_and_server_errors_are_typed(replay):
+async def test_copied_document_is_flagged_and_server_errors_are_typed(replay):
     copied = {**RECORDED_NAMING, "message": {"role": "assistant", "content": json.dumps(
-        {"candidates": [{"label": "Seizures in children with epilepsy", "description": "x"}]})}}
+        {"candidates": [{"label": "children with epilepsy were reduced by valproate", "description": "x"},
+                        {"label": "Epilepsy treatment", "description": "y"}]})}}
     replay.answers += [(200, copied)]
     backend = OllamaBackend(host=replay.host, model="llama3.2:3b", retries=0)
+    request = NamingRequest(3, ["Seizures in children with epilepsy were reduced by valproate."], ["Asthma."])
+    result = await backend.name_feature(request)  # 7 words of one excerpt: a copy, kept last and flagged
+    assert [(c.label, c.copies_input) for c in result.candidates] == [
+        ("Epilepsy treatment", False), ("children with epilepsy were reduced by valproate", True)]
+    replay.answers += [(200, {**RECORDED_NAMING, "message": {"role": "assistant", "content": json.dumps(
+        {"candidates": [{"label": "ACTIVATING", "description": "x"}]})}})]
     with pytest.raises(BackendOutputError):
         await backend.name_feature(REQUEST)
     replay.answers += [(404, {"error": "model 'nope' not found"})]
     with pytest.raises(BackendUnavailable) as info:
         await OllamaBackend(host=replay.host, model="nope", retries=3, backoff_s=0.01).name_feature(REQUEST)
-    assert not info.value.retryable and len(replay.requests) == 2  # a missing model is not retried
+    assert not info.value.retryable and len(replay.requests) == 3  # a missing model is not retried
 
 
 @pytest.mark.anyio

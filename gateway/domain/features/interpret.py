@@ -128,7 +128,8 @@ def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[In
                            score_detection=i.score_detection, score=i.score, reliable=i.reliable,
                            evidence=i.evidence.model_dump() | {"control_embedding": i.control_embedding,
                                                                "control_detection": i.control_detection,
-                                                               "score_evidence": i.score_evidence},
+                                                               "score_evidence": i.score_evidence,
+                                                               "copies_input": i.copies_input},
                            created_at=i.created_at.replace(tzinfo=None))
             for i in rec.interpretations]
 

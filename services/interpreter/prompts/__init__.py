@@ -44,11 +44,12 @@ def _numbered(texts: list[str], max_chars: int) -> str:
 
 
 def naming_messages(prompt: Prompt, *, activating: list[str], non_activating: list[str], hints: list[str],
-                    n: int, max_docs: int = 12, max_chars: int = 600) -> list[dict[str, str]]:
-    """The naming prompt with at most `max_docs` excerpts a side, each cut to `max_chars`."""
+                    n: int, max_docs: int = 12, max_chars: int = 600, language: str = "English") -> list[dict[str, str]]:
+    """The naming prompt with at most `max_docs` excerpts a side, each cut to `max_chars`; v2 and later
+    ask for names in `language` (v1 has no such placeholder and ignores it)."""
     return prompt.messages(activating=_numbered(activating[:max_docs], max_chars),
                            non_activating=_numbered(non_activating[:max_docs], max_chars),
-                           hints=", ".join(hints) or "(none)", n=n)
+                           hints=", ".join(hints) or "(none)", n=n, language=language)
 
 
 def detect_messages(prompt: Prompt, *, label: str, description: str | None, document: str,
