@@ -34,7 +34,10 @@ COPY artifacts ./artifacts
 COPY gateway ./gateway
 COPY services ./services
 COPY web ./web
-RUN if [ -n "$PRISMA_EXTRAS" ]; then pip install ".[${PRISMA_EXTRAS}]"; else pip install .; fi
+# llama.cpp built portable (AVX2): a -march=native build of the builder's CPU would crash on another
+# (and its AMX kernels crashed on the builder's own, see the Makefile).
+ARG LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+RUN if [ -n "$PRISMA_EXTRAS" ]; then CMAKE_ARGS="$LLAMA_CMAKE_ARGS" pip install ".[${PRISMA_EXTRAS}]"; else pip install .; fi
 
 # An unprivileged user owns the data dir (the named volumes mounted there inherit it).
 RUN useradd --create-home --uid 10001 prisma && mkdir -p /data/artifacts /data/gateway && chown -R prisma /data
