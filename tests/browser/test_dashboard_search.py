@@ -46,7 +46,7 @@ def test_search_page(page, demo) -> None:  # noqa: ANN001
     word = re.findall(r"\w+", feat["label"])[0]
     page.fill("#q", "")
     page.type("#q", word[:4], delay=30)
-    page.wait_for_function("document.querySelectorAll('#feature-names option').length > 0")
+    page.wait_for_selector("#feature-names option", state="attached")  # (a string predicate is eval: the CSP refuses it)
     values = page.eval_on_selector_all("#feature-names option", "os => os.map(o => o.value)")
     assert all(v.startswith('label:"') for v in values) and any(word[:4].lower() in v.lower() for v in values)
 

@@ -42,7 +42,7 @@ def corpus_csv() -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["id", "text", "labels"])
-    for i, note in enumerate(generate_notes(n=60, seed=11)):
+    for i, note in enumerate(generate_notes(n=120, seed=11)):
         w.writerow([note.id, (DOC_MARKUP + " " if i % 2 == 0 else "") + note.text, "|".join(note.labels)])
     return buf.getvalue().encode()
 

@@ -15,12 +15,12 @@ import pytest
 from tests.live import create_key, live_server
 
 pytestmark = pytest.mark.slow
-N_DOCS, SHARD = 96, 8
+N_DOCS, SHARD = 48, 4  # 12 shards: the kill lands mid-run
 
 
 def notes_csv(path: Path) -> Path:
     words = "tosse febbre wheezing dispnea saturazione bronchiolite lattante aerosol".split()
-    rows = [f"N{i}," + " ".join(words[(i + j) % len(words)] for j in range(40 + 3 * i)) for i in range(N_DOCS)]
+    rows = [f"N{i}," + " ".join(words[(i + j) % len(words)] for j in range(20 + 5 * i)) for i in range(N_DOCS)]  # the longest two chunks
     path.write_text("id,text\n" + "\n".join(rows) + "\n")
     return path
 

@@ -36,29 +36,28 @@ def wait(url: str, h: dict, path: str, timeout: float = 300) -> dict:
     raise TimeoutError(path)
 
 
-def train(url: str, h: dict, emb_id: int) -> int:
-    return httpx.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": emb_id, "config": CONFIG}).json()[0]["id"]
+def train(url: str, h: dict, emb_id: int, config: dict) -> int:
+    return httpx.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": emb_id, "config": config}).json()[0]["id"]
 
 
 def test_killed_server_resumes_sae_training(tmp_path: Path) -> None:
     corpus = write_csv(tmp_path / "c.csv", n=150, seed=6)
-    ref_data = tmp_path / "ref"
-    with live_server(ref_data) as (url, _):
-        h = {"Authorization": f"Bearer {create_key(ref_data)}"}
-        reference = wait(url, h, f"/api/v1/sae-runs/{train(url, h, embed(url, h, corpus))}")
-
-    data = tmp_path / "killed"
-    latest = data / "artifacts" / "sae-runs" / "1" / "checkpoint" / "latest.json"
+    data = tmp_path / "data"
     with live_server(data) as (url, proc):
         h = {"Authorization": f"Bearer {create_key(data)}"}
-        run_id = train(url, h, embed(url, h, corpus))
+        emb_id = embed(url, h, corpus)  # once: both SAE runs train on it
+        # Checkpoints every 30 steps, not 25: another job than the killed run's, the same training.
+        reference = wait(url, h, f"/api/v1/sae-runs/{train(url, h, emb_id, {**CONFIG, 'checkpoint_every_steps': 30})}")
+        run_id = train(url, h, emb_id, CONFIG)
+        run_dir = data / "artifacts" / "sae-runs" / str(run_id)
+        latest = run_dir / "checkpoint" / "latest.json"
         deadline = time.monotonic() + 120
         while not latest.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert latest.exists(), "the kill must land after a checkpoint"
-    assert not (data / "artifacts" / "sae-runs" / "1" / "result.json").exists(), "the kill must land mid-run"
+    assert not (run_dir / "result.json").exists(), "the kill must land mid-run"
 
     with live_server(data) as (url, _):
         resumed = wait(url, h, f"/api/v1/sae-runs/{run_id}")

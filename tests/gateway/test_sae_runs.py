@@ -9,6 +9,7 @@ from gateway.demo.corpus import generate_notes
 from tests.gateway.polling import wait_done
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+N_NOTES = 100  # the gateway tests that train and name SAEs share this corpus size
 SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
 
 
@@ -21,7 +22,7 @@ async def embedding_run(client, auth) -> dict:  # noqa: ANN001
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["id", "text", "labels"])
-    for note in generate_notes(n=160, seed=5):
+    for note in generate_notes(n=N_NOTES, seed=5):
         w.writerow([note.id, note.text, "|".join(note.labels)])
     ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
     assert ds.status_code == 201, ds.text
@@ -49,7 +50,7 @@ async def test_sae_run_features_and_families(client, auth, embedding_run) -> Non
     assert densities == sorted(densities, reverse=True) and densities[0] > 0
     top = page["items"][0]["index"]
     feat = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{top}", headers=auth)).json()
-    assert sum(feat["histogram"]) == round(feat["density"] * 160)
+    assert sum(feat["histogram"]) == round(feat["density"] * N_NOTES)
     assert feat["cooccurring"] and all(n["index"] != top for n in feat["cooccurring"])
     assert feat["decoder_similar"] and -1 <= feat["decoder_similar"][0]["value"] <= 1
 

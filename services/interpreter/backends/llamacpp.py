@@ -61,15 +61,15 @@ def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None, 
                                      verbose=False, chat_format=chat_format)
             except (ValueError, RuntimeError) as exc:
                 raise BackendUnavailable(f"cannot load {path}: {exc}") from None
-            _GENERATE_LOCKS[key] = threading.Lock()
         return _MODELS[key]
 
 
 def generate_lock(path: str | Path, n_ctx: int = 2048, threads: int | None = None,
                   chat_format: str | None = None) -> threading.Lock:
     """The lock a thread holds while it generates with `load_llama(...)` of the same arguments."""
-    load_llama(path, n_ctx, threads, chat_format)
-    return _GENERATE_LOCKS[(str(path), n_ctx, threads) + ((chat_format,) if chat_format else ())]
+    key = (str(path), n_ctx, threads) + ((chat_format,) if chat_format else ())
+    with _LOAD_LOCK:
+        return _GENERATE_LOCKS.setdefault(key, threading.Lock())
 
 
 class LlamaCppBackend(ChatBackend):
