@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from pydantic import ValidationError
+from sae_fixtures import tiny_payload
 
 from artifacts import ArtifactStore
 from contracts.sae import SaeTrainPayload
 from services.sae.encoding import load_sparse, max_pool_rows
 from services.sae.pipeline import train_sae
 from services.sae.segments import Segments, training_vectors
-from sae_fixtures import tiny_payload
 
 
 def dense_max(rows: np.ndarray, owner: np.ndarray, n_out: int) -> np.ndarray:
