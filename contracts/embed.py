@@ -5,6 +5,8 @@ dropped); the run's artifacts are laid out in shards so that a killed worker res
 
 - `{artifact_prefix}/embeddings/shard-00000.npy`: float32 [docs_in_shard, d], document order.
 - `{artifact_prefix}/chunks/shard-00000.npz`: the chunk vectors (provenance), see `ChunkArrays`.
+- `{artifact_prefix}/segments/shard-00000.npz`: with `spec.segments`, one vector per segment
+  (sentence) of every document, see `SEGMENT_ARRAYS`.
 - `{artifact_prefix}/spec.json`: what the shards were computed with (a resumed run must match).
 """
 
@@ -31,6 +33,18 @@ CHUNK_ARRAYS: dict[str, str] = {
     "token_end": "int32 [C]: one past the chunk's last token",
     "char_start": "int32 [C]: character offset in the text where the chunk starts",
     "char_end": "int32 [C]: character offset one past where the chunk ends",
+}
+
+
+#: Names of the arrays in a segments shard, with dtype and shape. Rows are in document order, and
+#: within a document in text order; every document has at least one segment (an empty or
+#: white-space text has one spanning the whole text).
+SEGMENT_ARRAYS: dict[str, str] = {
+    "vectors": "float16 [S, d]: each segment embedded on its own (chunk-and-average, the run's pooling), "
+               "unit norm when the run normalises",
+    "position": "int64 [S]: the document's position in the dataset snapshot, non-decreasing",
+    "char_start": "int32 [S]: character offset in the document's text where the segment starts",
+    "char_end": "int32 [S]: character offset one past where it ends",
 }
 
 
@@ -98,6 +112,13 @@ class EmbeddingRunSpec(BaseModel):
         default=None, ge=16, le=1_048_576,
         description="Padded tokens per forward batch; None: the service's setting for its device.",
     )
+    segments: bool = Field(
+        default=False,
+        description="Also embed every segment (sentence, see services/embedder/segments.py) of every "
+        "document on its own, kept with its character span (`segments/` shards): what an SAE run needs "
+        "to tell one mention's status from another's in a long note (max over segments). Off by "
+        "default: it about doubles the run's time and its storage (~15 float16 vectors a note).",
+    )
 
 
 class EmbedJobPayload(BaseModel):
@@ -130,6 +151,11 @@ class EmbedJobResult(BaseModel):
     n_tokens: int = Field(description="Tokens fed to the model over all chunks, specials included.")
     shards: list[ArtifactInfo] = Field(description="Embedding shards in order: float32 [docs_in_shard, d] .npy.")
     chunks: list[ArtifactInfo] = Field(description="Chunk shards in order (.npz, arrays as CHUNK_ARRAYS).")
+    segments: list[ArtifactInfo] = Field(
+        default_factory=list,
+        description="Segment shards in order (.npz, arrays as SEGMENT_ARRAYS); empty unless spec.segments.",
+    )
+    n_segments: int = Field(default=0, description="Segments over all documents (0 unless spec.segments).")
     seconds: float = Field(description="Wall time of this invocation.")
     docs_per_s: float = Field(description="Documents computed (not reused) per second in this invocation.")
     tokens_per_s: float = Field(description="Tokens computed per second in this invocation.")

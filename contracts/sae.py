@@ -89,6 +89,23 @@ class SaeConfig(BaseModel):
         default=0.1, gt=0.0, lt=0.5,
         description="Share of documents held out of training for the final FVU and explained variance.",
     )
+    train_on: Literal["documents", "segments", "segments_and_documents"] = Field(
+        default="documents",
+        description="Vectors the SAE is trained on: the document vectors, the segment (sentence) "
+        "vectors of an embedding run made with `segments`, or both. Segments are ~15 times more rows "
+        "than documents and each carries one statement, so features of one mention's status can form; "
+        "the held-out documents' vectors of the same kind give the FVU.",
+    )
+    document_codes: Literal["document_vector", "max_over_segments"] = Field(
+        default="document_vector",
+        description="A document's codes: its own vector encoded, or the row-wise max of its segments' "
+        "codes (a feature is as active in a note as in its most active sentence; needs segments). "
+        "Either way the document codes are the CSR/CSC matrices search and probes read.",
+    )
+
+    @property
+    def uses_segments(self) -> bool:
+        return self.train_on != "documents" or self.document_codes == "max_over_segments"
 
     def num_latents(self, d: int) -> int:
         """n, the number of latents for input dimension `d`."""
@@ -185,9 +202,20 @@ class SaeTrainPayload(BaseModel):
     artifact_prefix: str = Field(
         min_length=1, description="Store key under which every artifact of this run is written.",
     )
+    segments: list[ArtifactInfo] = Field(
+        default_factory=list,
+        description="The embedding run's segment shards (npz, contracts.embed.SEGMENT_ARRAYS) in order; "
+        "needed when the config trains on segments or pools their codes.",
+    )
     config: SaeConfig = Field(default_factory=SaeConfig)
     stats: StatsConfig = Field(default_factory=StatsConfig)
     families: FamiliesConfig = Field(default_factory=FamiliesConfig)
+
+    @model_validator(mode="after")
+    def _segments_when_used(self) -> "SaeTrainPayload":
+        if self.config.uses_segments and not self.segments:
+            raise ValueError("segments: the config trains on or pools segments, but no segment shards were given")
+        return self
 
 
 class SaeImportPayload(SaeTrainPayload):
@@ -205,6 +233,7 @@ class SaeSweepPayload(BaseModel):
 
     run_ids: list[int | str] = Field(min_length=1, description="One SAE run id per config.")
     embeddings: list[ArtifactInfo] = Field(min_length=1, description="As in SaeTrainPayload.")
+    segments: list[ArtifactInfo] = Field(default_factory=list, description="As in SaeTrainPayload.")
     artifact_prefix: str = Field(min_length=1, description="Each run writes under <prefix>/<run_id>.")
     configs: list[SaeConfig] = Field(min_length=1, description="One config per run id, in order.")
     stats: StatsConfig = Field(default_factory=StatsConfig)
@@ -219,7 +248,8 @@ class SaeSweepPayload(BaseModel):
     def payloads(self) -> list[SaeTrainPayload]:
         return [
             SaeTrainPayload(
-                run_id=rid, embeddings=self.embeddings, artifact_prefix=f"{self.artifact_prefix}/{rid}",
+                run_id=rid, embeddings=self.embeddings, segments=self.segments,
+                artifact_prefix=f"{self.artifact_prefix}/{rid}",
                 config=cfg, stats=self.stats, families=self.families,
             )
             for rid, cfg in zip(self.run_ids, self.configs)
@@ -260,6 +290,16 @@ class SaeArtifacts(BaseModel):
     heatmaps: ArtifactInfo = Field(description="JSON: ordered feature lists and their submatrices.")
     families: ArtifactInfo = Field(description="JSON list of families with their iteration.")
     loss_curve: ArtifactInfo = Field(description="JSON list of LossPoint, every step.")
+    segment_codes: ArtifactInfo | None = Field(
+        default=None,
+        description="With segments: CSR npz float32 [segments, n], each segment's top-k codes, rows in "
+        "the order of `segments`.",
+    )
+    segments: ArtifactInfo | None = Field(
+        default=None,
+        description="With segments: npz of `position` int64 [S] (the document), `char_start`, `char_end` "
+        "int32 [S] (the segment's span in its text), one row per row of segment_codes.",
+    )
 
 
 class SaeTrainResult(BaseModel):

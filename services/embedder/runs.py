@@ -22,6 +22,7 @@ from services.embedder.config import EmbedderSettings
 from services.embedder.encoder import configure_threads, default_batch_tokens, embed_texts
 from services.embedder.errors import EmptyDatasetError, RunCancelledError, RunSpecMismatchError
 from services.embedder.models import LoadedModel, ModelCache
+from services.embedder.segments import embed_segments
 from services.embedder.shards import (
     ShardStats,
     iter_snapshot_shards,
@@ -124,7 +125,7 @@ class ShardWork:
             if self.should_stop is not None and self.should_stop():
                 raise RunCancelledError(f"run {self.payload.run_id} stopped before shard {index}")
             shard = read_shard_stats(self.store, self.prefix, index, first_position=first, n_docs=len(texts),
-                                     dim=self.lm.dim, n_special=self.lm.n_special)
+                                     dim=self.lm.dim, n_special=self.lm.n_special, segments=spec.segments)
             if shard is not None:
                 self.reporter.reused += len(texts)
             elif self.claim is None or self.claim(index):
@@ -143,11 +144,11 @@ class ShardWork:
                                  f"shard {index + 1}/{self.n_shards}")
 
         spec = self.payload.spec
-        embedded = embed_texts(
-            self.lm, texts, pooling=spec.pooling, normalize=spec.normalize, batch_tokens=self.batch_tokens,
-            max_batch_size=self.settings.max_batch_size, on_tokens=on_tokens, should_stop=self.should_stop,
-        )
-        shard = write_shard(self.store, self.prefix, index, first, embedded)
+        kw = {"pooling": spec.pooling, "normalize": spec.normalize, "batch_tokens": self.batch_tokens,
+              "max_batch_size": self.settings.max_batch_size, "should_stop": self.should_stop}
+        embedded = embed_texts(self.lm, texts, on_tokens=on_tokens, **kw)
+        segments = embed_segments(self.lm, texts, **kw) if spec.segments else None
+        shard = write_shard(self.store, self.prefix, index, first, embedded, segments)
         log.info("embedding run %s: shard %d computed", self.payload.run_id, index)
         self.computed_docs += len(texts)
         self.computed_tokens += shard.n_tokens
@@ -163,6 +164,8 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
         "normalize": payload.spec.normalize, "max_length": lm.max_length,
         "shard_size": payload.spec.shard_size, "dim": lm.dim,
     }
+    if payload.spec.segments:  # only then: manifests of runs without segments stay as they were
+        manifest["segments"] = True
     if store.exists(key):
         found = json.loads(store.read_bytes(key))
         if found != manifest:
@@ -184,7 +187,9 @@ def build_result(
         model=payload.spec.model, model_path=lm.path, dim=lm.dim, max_length=lm.max_length,
         device=str(lm.device), precision=lm.precision, n_documents=n_docs,
         n_chunks=int(sum(int(s.n_chunks.sum()) for s in stats)), n_tokens=sum(s.n_tokens for s in stats),
-        shards=[s.embeddings for s in stats], chunks=[s.chunks for s in stats], seconds=seconds,
+        shards=[s.embeddings for s in stats], chunks=[s.chunks for s in stats],
+        segments=[s.segments for s in stats if s.segments is not None],
+        n_segments=sum(s.n_segments for s in stats), seconds=seconds,
         docs_per_s=computed_docs / seconds if seconds > 0 else 0.0,
         tokens_per_s=computed_tokens / seconds if seconds > 0 else 0.0,
         chunks_per_doc_histogram={str(k): v for k, v in sorted(histogram.items())},

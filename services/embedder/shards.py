@@ -1,9 +1,10 @@
 """Shard files of an embedding run in the artifact store, and the snapshot read shard by shard.
 
 Layout under the run's prefix (see contracts.embed): `embeddings/shard-00000.npy`
-(float32 [docs_in_shard, d]) and `chunks/shard-00000.npz` (CHUNK_ARRAYS). A shard whose
-two files both exist, with the expected shape, is complete; `.tmp-*` leftovers of a
-killed writer are never listed by the store, so they are ignored.
+(float32 [docs_in_shard, d]) and `chunks/shard-00000.npz` (CHUNK_ARRAYS), and with
+`spec.segments` also `segments/shard-00000.npz` (SEGMENT_ARRAYS). The embeddings file is written
+last: a shard whose files all exist, with the expected shapes, is complete; `.tmp-*` leftovers of
+a killed writer are never listed by the store, so they are ignored.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from artifacts import ArtifactStore
 from contracts.artifacts import ArtifactInfo
 from services.embedder.encoder import Embedded
 from services.embedder.errors import EmbedderInputError
+from services.embedder.segments import SegmentVectors
 
 
 class ShardStats(NamedTuple):
@@ -30,6 +32,8 @@ class ShardStats(NamedTuple):
     chunks: ArtifactInfo
     n_chunks: np.ndarray  # int64 [docs_in_shard]: chunks per document
     n_tokens: int  # tokens fed to the model, specials included
+    segments: ArtifactInfo | None = None
+    n_segments: int = 0
 
 
 def shard_keys(prefix: str, index: int) -> tuple[str, str]:
@@ -38,8 +42,22 @@ def shard_keys(prefix: str, index: int) -> tuple[str, str]:
     return f"{base}/embeddings/shard-{index:05d}.npy", f"{base}/chunks/shard-{index:05d}.npz"
 
 
-def write_shard(store: ArtifactStore, prefix: str, index: int, first_position: int, emb: Embedded) -> ShardStats:
-    """Write the chunks file, then the embeddings file, each atomically."""
+def segment_key(prefix: str, index: int) -> str:
+    return f"{prefix.rstrip('/')}/segments/shard-{index:05d}.npz"
+
+
+def write_segments(store: ArtifactStore, prefix: str, index: int, first_position: int,
+                   seg: SegmentVectors) -> ArtifactInfo:
+    buf = io.BytesIO()
+    np.savez(buf, vectors=seg.vectors.astype(np.float16), position=(seg.doc + first_position).astype(np.int64),
+             char_start=seg.char_start, char_end=seg.char_end)
+    return store.write_bytes(segment_key(prefix, index), buf.getvalue(), kind="embedding-segments")
+
+
+def write_shard(store: ArtifactStore, prefix: str, index: int, first_position: int, emb: Embedded,
+                seg: SegmentVectors | None = None) -> ShardStats:
+    """Write the chunks file (and the segments file), then the embeddings file, each atomically."""
+    seg_info = None if seg is None else write_segments(store, prefix, index, first_position, seg)
     emb_key, chunk_key = shard_keys(prefix, index)
     buf = io.BytesIO()
     np.savez(
@@ -53,16 +71,43 @@ def write_shard(store: ArtifactStore, prefix: str, index: int, first_position: i
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(emb.vectors, dtype=np.float32))
     emb_info = store.write_bytes(emb_key, buf.getvalue(), kind="embeddings")
-    return ShardStats(emb_info, chunk_info, emb.n_chunks, int(emb.n_tokens.sum()))
+    # n_tokens stays the documents' (what a reused shard reads back); segments are a second pass
+    return ShardStats(emb_info, chunk_info, emb.n_chunks, int(emb.n_tokens.sum()), seg_info,
+                      0 if seg is None else len(seg.doc))
+
+
+def read_segment_stats(store: ArtifactStore, prefix: str, index: int, *, first_position: int, n_docs: int,
+                       dim: int) -> tuple[ArtifactInfo, int] | None:
+    """(info, segments) of a complete segments file: every document of the shard has a row."""
+    key = segment_key(prefix, index)
+    if not store.exists(key):
+        return None
+    try:
+        data = store.read_bytes(key)
+        with np.load(io.BytesIO(data)) as z:
+            position, shape = z["position"], z["vectors"].shape
+    except (ValueError, OSError, KeyError):
+        return None
+    local = position - first_position
+    if shape != (len(position), dim) or not len(local) or np.any(np.diff(local) < 0):
+        return None
+    if local[0] != 0 or local[-1] != n_docs - 1 or len(np.unique(local)) != n_docs:
+        return None
+    return _info(store, key, data, "embedding-segments"), len(position)
 
 
 def read_shard_stats(
     store: ArtifactStore, prefix: str, index: int, *, first_position: int, n_docs: int, dim: int,
-    n_special: int,
+    n_special: int, segments: bool = False,
 ) -> ShardStats | None:
-    """The stats of a complete shard, or None when it is missing or not of the expected shape."""
+    """The stats of a complete shard, or None when it is missing or not of the expected shape.
+    With `segments`, its segments file must be complete too (their tokens are not counted)."""
     emb_key, chunk_key = shard_keys(prefix, index)
     if not (store.exists(emb_key) and store.exists(chunk_key)):
+        return None
+    seg = read_segment_stats(store, prefix, index, first_position=first_position, n_docs=n_docs,
+                             dim=dim) if segments else None
+    if segments and seg is None:
         return None
     try:
         emb_bytes, chunk_bytes = store.read_bytes(emb_key), store.read_bytes(chunk_key)
@@ -79,7 +124,7 @@ def read_shard_stats(
     n_tokens = int((end.astype(np.int64) - start).sum()) + n_special * len(position)
     return ShardStats(
         _info(store, emb_key, emb_bytes, "embeddings"), _info(store, chunk_key, chunk_bytes, "embedding-chunks"),
-        n_chunks, n_tokens,
+        n_chunks, n_tokens, *(seg or (None, 0)),
     )
 
 

@@ -3,7 +3,9 @@
 Artifacts of a run, all under `payload.artifact_prefix`:
 `cfg.json`, `sae.safetensors`, `codes.{csr,csc}.npz`, `stats.npz`, `cooccurrence.npz`,
 `activation_similarity.npz`, `heatmaps.json`, `families.json`, `loss_curve.json`,
-`result.json` (written last: a retried job that finds it returns it), `checkpoint/`.
+`result.json` (written last: a retried job that finds it returns it), `checkpoint/`; with
+segments (`SaeConfig.document_codes = "max_over_segments"`) also `segment_codes.csr.npz` and
+`segments.npz`, and the document codes are the row-wise max of the segment codes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from services.sae.families import build_families
 from services.sae.heatmaps import build_heatmaps
 from services.sae.io import SavedSae, load_checkpoint, load_sae, save_checkpoint, save_sae
 from services.sae.model import TopKSae
+from services.sae.segments import Segments, load_segments, pooled_codes, save_segment_codes, training_vectors
 from services.sae.stats import c_norm, decoder_neighbours, feature_summary, pairwise
 from services.sae.trainer import (SaeTrainer, TrainingStopped, decimate, holdout_metrics,
                                   holdout_split, load_embeddings, resolve_device)
@@ -105,9 +108,12 @@ def train_sae(payload: SaeTrainPayload, store: ArtifactStore, *, on_progress: Pr
         return SaeTrainResult.model_validate_json(store.read_bytes(f"{prefix}/result.json"))
     x = load_embeddings(store, payload.embeddings)  # [N, d]
     cfg = payload.config.validate_for_dim(x.shape[1])
+    seg = load_segments(store, payload.segments, x.shape[0]) if cfg.uses_segments else None
     torch.manual_seed(cfg.seed)
     train_rows, hold_rows = holdout_split(x.shape[0], cfg.holdout_fraction, cfg.seed)
-    trainer = SaeTrainer(torch.from_numpy(x[train_rows]), cfg, resolve_device(cfg.device))
+    x_train, x_hold = training_vectors(x, seg, cfg.train_on, train_rows, hold_rows)
+    trainer = SaeTrainer(torch.from_numpy(x_train), cfg, resolve_device(cfg.device))
+    del x_train
     checkpoint = load_checkpoint(store, prefix)
     if checkpoint is not None:
         trainer.load_state(*checkpoint)
@@ -116,7 +122,7 @@ def train_sae(payload: SaeTrainPayload, store: ArtifactStore, *, on_progress: Pr
     saved = save_sae(store, prefix, trainer.sae, cfg)
     curve = store.write_bytes(f"{prefix}/loss_curve.json", json.dumps(trainer.curve).encode(),
                               kind="sae-loss-curve")
-    result = analyse(trainer.sae, saved, x, hold_rows, payload, store, curve)
+    result = analyse(trainer.sae, saved, x, x_hold, payload, store, curve, seg)
     result = result.model_copy(update={
         "loss_curve": decimate(trainer.curve), "steps_done": trainer.step, "resumed_from_step": resumed_from,
         "seconds": seconds, "samples_per_s": steps * trainer.batch_size / max(seconds, 1e-9),
@@ -125,13 +131,20 @@ def train_sae(payload: SaeTrainPayload, store: ArtifactStore, *, on_progress: Pr
     return result
 
 
-def analyse(sae: TopKSae, saved: SavedSae, x: np.ndarray, hold_rows: np.ndarray, payload: SaeTrainPayload,
-            store: ArtifactStore, curve: ArtifactInfo) -> SaeTrainResult:
-    """Encode every document [N, d], score on the held-out rows, compute statistics and families."""
+def analyse(sae: TopKSae, saved: SavedSae, x: np.ndarray, x_hold: np.ndarray, payload: SaeTrainPayload,
+            store: ArtifactStore, curve: ArtifactInfo, seg: Segments | None = None) -> SaeTrainResult:
+    """Encode every document [N, d] (or its segments, max-pooled), score on the held-out vectors
+    x_hold, compute statistics and families."""
     prefix = payload.artifact_prefix
-    codes = encode_all(sae, x)
+    seg_files: dict[str, ArtifactInfo] = {}
+    if payload.config.document_codes == "max_over_segments" and seg is not None:
+        pooled = pooled_codes(sae, seg, x.shape[0])
+        codes = pooled.documents
+        seg_files["segment_codes"], seg_files["segments"] = save_segment_codes(store, prefix, seg, pooled.segments)
+    else:
+        codes = encode_all(sae, x)
     dead_fraction = float(np.mean(np.diff(codes.tocsc().indptr) == 0))
-    metrics = holdout_metrics(sae, x[hold_rows], dead_fraction)
+    metrics = holdout_metrics(sae, x_hold, dead_fraction)
     codes_csr, codes_csc = save_codes(store, prefix, codes)
     w_dec = sae.W_dec.detach().cpu().numpy()
     st = compute_stats(store, prefix, codes, w_dec, payload.stats, payload.families.tau)
@@ -142,7 +155,7 @@ def analyse(sae: TopKSae, saved: SavedSae, x: np.ndarray, hold_rows: np.ndarray,
         artifacts=SaeArtifacts(cfg=saved.cfg, weights=saved.weights, codes_csr=codes_csr,
                                codes_csc=codes_csc, stats=st.stats, cooccurrence=st.cooccurrence,
                                activation_similarity=st.activation_similarity, heatmaps=st.heatmaps,
-                               families=fam_info, loss_curve=curve),
+                               families=fam_info, loss_curve=curve, **seg_files),
         steps_done=0, resumed_from_step=0, seconds=0.0, samples_per_s=0.0, num_families=len(families),
     )
 
@@ -154,12 +167,14 @@ def analyse_imported_sae(payload: SaeTrainPayload, source_prefix: str, store: Ar
     if store.exists(f"{prefix}/result.json"):
         return SaeTrainResult.model_validate_json(store.read_bytes(f"{prefix}/result.json"))
     x = load_embeddings(store, payload.embeddings)  # [N, d]
+    seg = load_segments(store, payload.segments, x.shape[0]) if payload.config.uses_segments else None
     sae = load_sae(store, source_prefix)
     if sae.d != x.shape[1]:
         raise ValueError(f"the SAE reads d = {sae.d} but the embeddings have d = {x.shape[1]}")
     saved = save_sae(store, prefix, sae, None)
-    _, hold_rows = holdout_split(x.shape[0], payload.config.holdout_fraction, payload.config.seed)
+    train_rows, hold_rows = holdout_split(x.shape[0], payload.config.holdout_fraction, payload.config.seed)
+    _, x_hold = training_vectors(x, seg, payload.config.train_on, train_rows, hold_rows)
     curve = store.write_bytes(f"{prefix}/loss_curve.json", b"[]", kind="sae-loss-curve")
-    result = analyse(sae, saved, x, hold_rows, payload, store, curve)
+    result = analyse(sae, saved, x, x_hold, payload, store, curve, seg)
     store.write_bytes(f"{prefix}/result.json", result.model_dump_json().encode(), kind="sae-result")
     return result

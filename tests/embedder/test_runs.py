@@ -138,3 +138,40 @@ def test_should_stop_cancels_between_batches(
                       should_stop=lambda: next(calls) >= 3)
     written = store.list("embedding-runs/7/embeddings")
     assert len(written) < 3
+
+
+SEG_TEXTS = ["", "Tosse da 2 giorni. Sospetta bronchiolite.\nDiagnosi: bronchiolite.", "No EDEMA. Pz. vigile.",
+             "Una frase sola", "   ", "Febbre. Otite? Esclusa.\nDimesso."]
+
+
+def test_segments_are_kept_with_spans_and_resumed(
+    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache, lm: LoadedModel
+) -> None:
+    from contracts.embed import SEGMENT_ARRAYS
+    from services.embedder.segments import embed_segments
+    from services.embedder.shards import segment_key
+
+    spec = SPEC.model_copy(update={"segments": True})
+    snap = snapshot(SEG_TEXTS)
+    result = run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
+    assert len(result.segments) == 2 and result.n_segments == 12
+    rows = {}
+    for info in result.segments:
+        with np.load(io.BytesIO(store.read_bytes(info.uri))) as z:
+            assert set(z.files) == set(SEGMENT_ARRAYS) and z["vectors"].dtype == np.float16
+            for name in SEGMENT_ARRAYS:
+                rows.setdefault(name, []).append(z[name])
+    seg = {k: np.concatenate(v) for k, v in rows.items()}
+    assert seg["position"].tolist() == [0, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5]  # every document has a row
+    pieces = [SEG_TEXTS[p][a:b] for p, a, b in zip(seg["position"], seg["char_start"], seg["char_end"])]
+    assert pieces == ["", "Tosse da 2 giorni.", "Sospetta bronchiolite.", "Diagnosi: bronchiolite.",
+                      "No EDEMA.", "Pz. vigile.", "Una frase sola", "   ", "Febbre.", "Otite?", "Esclusa.", "Dimesso."]
+    direct = embed_segments(lm.with_max_length(18), SEG_TEXTS)
+    torch.testing.assert_close(torch.from_numpy(seg["vectors"].astype(np.float32)), torch.from_numpy(direct.vectors),
+                               rtol=0, atol=2e-3)  # float16 storage
+
+    store.delete(segment_key("embedding-runs/7", 1))  # a shard without its segments is incomplete
+    again = run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
+    assert (again.shards_computed, again.shards_reused) == (1, 1) and again.n_segments == result.n_segments
+    with pytest.raises(RunSpecMismatchError):  # the same prefix without segments is another spec
+        run_embedding(payload(snap.uri), store, settings=settings, models=models)

@@ -37,6 +37,14 @@ async def test_embedding_run_end_to_end(app, client, auth) -> None:  # noqa: ANN
     # The same work asked again is the same run (200), not a second one.
     again = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "shard_size": 16}, headers=auth)
     assert again.status_code == 200 and again.json()["id"] == run["id"]
+    from gateway.db import session_scope
+    from gateway.domain.runs import repo
+
+    with session_scope(app.state.factory) as session:  # as stored before the spec had `segments`
+        row = repo.get_embedding_run(session, run_id=run["id"])
+        row.spec = {k: v for k, v in row.spec.items() if k != "segments"}
+    older = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "shard_size": 16}, headers=auth)
+    assert older.status_code == 200 and older.json()["id"] == run["id"]
     listing = (await client.get(f"/api/v1/embedding-runs?dataset_id={ds_id}", headers=auth)).json()
     assert listing["total"] == 1
 

@@ -78,6 +78,10 @@ async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth,
     expansion = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "config": {"expansion_factor": 0}},
                                   headers=auth)
     assert expansion.status_code == 422 and "expansion_factor" in expansion.json()["field"]
+    no_segments = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "config": {"train_on": "segments"}},
+                                    headers=auth)
+    assert no_segments.status_code == 422 and no_segments.json()["field"] == "config.train_on"
+    assert "segments" in no_segments.json()["detail"]
     missing = await client.post("/api/v1/sae-runs", json={"embedding_run_id": 999}, headers=auth)
     assert missing.status_code == 422 and missing.json()["field"] == "embedding_run_id"
     assert (await client.get("/api/v1/sae-runs", headers=auth)).json()["total"] == 0  # nothing started
@@ -93,3 +97,29 @@ async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth,
     assert listed["total"] == 2
     # More active latents reconstruct better: the sweep's comparison a user would look at.
     assert done[1]["metrics"]["fvu"] < done[0]["metrics"]["fvu"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None:  # noqa: ANN001
+    """An embedding run with `segments`, an SAE trained on them whose document codes are the max
+    over each note's segments: the artifacts are catalogued and the features are the documents'."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id", "text", "labels"])
+    for note in generate_notes(n=24, seed=3):
+        w.writerow([note.id, note.text, "|".join(note.labels)])
+    ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
+    run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"], "segments": True},
+                            headers=auth)
+    emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
+    assert emb["status"] == "succeeded", emb
+    config = {**SMALL, "train_on": "segments_and_documents", "document_codes": "max_over_segments"}
+    resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": config}, headers=auth)
+    assert resp.status_code == 202, resp.text
+    done = await wait_done(client, auth, f"/api/v1/sae-runs/{resp.json()[0]['id']}", timeout=240)
+    assert done["status"] == "succeeded", done
+    page = (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=1", headers=auth)).json()
+    assert 0 < page["items"][0]["density"] <= 1  # a share of the 24 documents, not of the segments

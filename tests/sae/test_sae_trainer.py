@@ -95,7 +95,7 @@ def test_training_learns_and_writes_artifacts(tmp_path):
     res = train_sae(tiny_payload(store, max_steps=200, k=4), store)
     assert res.loss_curve[-1].fvu < res.loss_curve[0].fvu
     assert res.metrics.l0 <= 4
-    for info in res.artifacts.model_dump().values():
+    for info in res.artifacts.model_dump(exclude_none=True).values():
         assert store.exists(info["uri"])
 
 

@@ -81,7 +81,7 @@ def _prepare(ctx: JobContext, run_id: int) -> EmbedJobPayload:
 def _record_result(ctx: JobContext, run_id: int, result: EmbedJobResult) -> None:
     with session_scope(ctx.factory) as session:
         run = repo.get_embedding_run(session, run_id=run_id)
-        for info in [*result.shards, *result.chunks]:
+        for info in [*result.shards, *result.chunks, *result.segments]:
             artifact_repo.record(session, info=info, owner_type="embedding_run", owner_id=run_id)
         run.status, run.finished_at = "succeeded", utcnow()
         run.model_path, run.dim, run.max_length = result.model_path, result.dim, result.max_length

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from contracts.embed import EmbeddingRunSpec
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
 
 
@@ -22,11 +23,14 @@ def get_embedding_run(session: Session, *, run_id: int) -> EmbeddingRun | None:
 
 
 def find_embedding_run(session: Session, *, dataset_id: int, spec: dict[str, Any]) -> EmbeddingRun | None:
-    """A run of the same dataset with the same spec that did not fail (the same work)."""
+    """A run of the same dataset with the same spec that did not fail (the same work). Stored specs
+    are read through EmbeddingRunSpec, so one saved before a field was added (`segments`) still
+    matches a request that leaves that field at its default."""
     stmt = select(EmbeddingRun).where(
         EmbeddingRun.dataset_id == dataset_id, EmbeddingRun.status.notin_(["failed", "cancelled"])
     )
-    return next((r for r in session.scalars(stmt.order_by(EmbeddingRun.id)) if r.spec == spec), None)
+    return next((r for r in session.scalars(stmt.order_by(EmbeddingRun.id))
+                 if EmbeddingRunSpec.model_validate(r.spec).model_dump(mode="json") == spec), None)
 
 
 def list_embedding_runs(

@@ -34,18 +34,24 @@ class SaeRunJob(BaseModel):
     run_id: int
 
 
-def _validate_configs(body: SaeRunCreate, d: int) -> list[dict[str, Any]]:
-    """Each config checked against the data's dimension (k ≤ n ...); 422 names the field."""
+def _validate_configs(body: SaeRunCreate, d: int, has_segments: bool = False) -> list[dict[str, Any]]:
+    """Each config checked against the data's dimension (k ≤ n ...) and against the embedding run
+    (segments are there when a config uses them); 422 names the field."""
     configs = body.configs()
     for i, cfg in enumerate(configs):
+        where = ("sweep", i) if body.sweep and (body.config is None or i > 0) else ("config",)
         try:
             cfg.validate_for_dim(d)
         except ValidationError as exc:
             err = exc.errors()[0]
-            where = ("sweep", i) if body.sweep and (body.config is None or i > 0) else ("config",)
             field = ".".join(str(p) for p in (*where, *err["loc"]))
             raise RunInputError(f"{field}: {err['msg']} (expansion_factor {cfg.expansion_factor} × d {d})",
                                 field=field) from None
+        if cfg.uses_segments and not has_segments:
+            name = "train_on" if cfg.train_on != "documents" else "document_codes"
+            field = ".".join(str(p) for p in (*where, name))
+            raise RunInputError(f"{field}: needs segment vectors, and the embedding run was made without "
+                                "`segments`", field=field)
     return [c.model_dump(mode="json") for c in configs]
 
 
@@ -58,7 +64,7 @@ async def create_sae_runs(app_state: Any, body: SaeRunCreate, principal: Princip
         if emb.status != "succeeded" or not emb.dim:
             raise RunInputError(f"embedding_run_id: embedding run {emb.id} is {emb.status}, not succeeded",
                                 field="embedding_run_id", status_code=409)
-        configs = _validate_configs(body, emb.dim)
+        configs = _validate_configs(body, emb.dim, bool((emb.result or {}).get("segments")))
         sweep_id = uuid.uuid4().hex[:12] if len(configs) > 1 else None
         runs = []
         for cfg in configs:
@@ -82,9 +88,10 @@ def _prepare(ctx: JobContext, run_id: int) -> SaeTrainPayload:
             raise LookupError(f"SAE run {run_id} does not exist")
         emb = repo.get_embedding_run(session, run_id=run.embedding_run_id)
         shards = [ArtifactInfo.model_validate(s) for s in (emb.result or {}).get("shards", [])]
+        segments = [ArtifactInfo.model_validate(s) for s in (emb.result or {}).get("segments", [])]
         run.status = "running"
         return SaeTrainPayload(
-            run_id=run.id, embeddings=shards, artifact_prefix=f"sae-runs/{run.id}",
+            run_id=run.id, embeddings=shards, segments=segments, artifact_prefix=f"sae-runs/{run.id}",
             config=run.config["sae"], stats=run.config["stats"], families=run.config["families"],
         )
 
@@ -124,7 +131,7 @@ def _record_result(ctx: JobContext, run_id: int, result: SaeTrainResult) -> None
     families = family_rows([FeatureFamily.model_validate(f) for f in raw_families])
     with session_scope(ctx.factory) as session:
         run = repo.get_sae_run(session, run_id=run_id)
-        for info in result.artifacts.model_dump().values():
+        for info in result.artifacts.model_dump(exclude_none=True).values():  # segment files only with segments
             artifact_repo.record(session, info=ArtifactInfo.model_validate(info), owner_type="sae_run", owner_id=run_id)
         feature_repo.replace_features(session, sae_run_id=run_id, rows=features)
         feature_repo.replace_families(session, sae_run_id=run_id, families=families)

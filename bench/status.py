@@ -1,0 +1,299 @@
+"""Status benchmark → bench/results/status.json: can Prisma tell a *confirmed* mention from a
+suspected or negated one (issue #16)?
+
+Two sets (bench/status_data.py), each with one fixed stratified split (25 % held out, seed 0):
+  - demo: 2,000 generated Italian notes (seed 0), positive = label `bronchiolitis:confirmed`;
+  - negex: 2,376 English condition mentions, positive = Affirmed (negative = Negated); the text
+    is the sentence with the mention wrapped in [ ], the same for every method.
+Methods, each scored on the held-out rows (precision, recall, F1 of the positive class):
+  - regex: the naive pattern (demo: `bronchiolit`; negex: every named condition is affirmed);
+  - regex_cues: cue words near the mention (demo: the issue's Italian hedges; negex: the classic
+    NegEx triggers, pre and post, with pseudo-triggers and termination words);
+  - tfidf_lr: word 1-2-gram TF-IDF (tokens also `[`, `]` and `?`, so the mention's marker and the
+    question mark are words) + L2 logistic regression, C by stratified 5-fold CV on F1 (training rows);
+  - dense_lr: the document vector of Prisma's embedder (chunk-and-average all-MiniLM-L6-v2, mean
+    pooling, unit norm) + the same logistic regression;
+  - probe_documents: Prisma's SAE (its trainer: expansion 8, k 32, 2,000 steps) trained on the
+    training rows' document vectors, every document encoded, Prisma's probe
+    (`gateway.domain.concepts.probe.fit_probe`: L1, C by CV, one-standard-error rule) on the codes;
+  - probe_segments: every text cut by Prisma's segmenter (services/embedder/segments.py) and each
+    segment embedded as an embedding run with `segments` does; the SAE (same settings) trained on
+    the training rows' segment and document vectors (services.sae.segments.training_vectors); a
+    document's codes = the row-wise max of its segments' codes (pooled_codes); Prisma's probe on them;
+  - expression_scoped: null (not built).
+Every stage records its seconds and peak RSS (VmHWM, reset before the stage). Embeddings are
+cached in /tmp/prisma-bench with the seconds they took. Torch runs on one thread (see --threads).
+
+    nice -n 10 python bench/status.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from contracts.sae import SaeConfig  # noqa: E402
+from gateway.domain.concepts.probe import Split, binary_metrics, fit_probe, heldout_split  # noqa: E402
+from services.sae.encoding import encode_all  # noqa: E402
+from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
+from services.sae.trainer import SaeTrainer, holdout_metrics  # noqa: E402
+from status_data import (LabelledSet, demo_regex, demo_regex_cues, demo_set, negex_regex,  # noqa: E402
+                         negex_regex_cues, negex_set)
+
+CACHE = Path("/tmp/prisma-bench")
+RESULTS = ROOT / "bench/results/status.json"
+CS = np.logspace(-3, 3, 13)
+SAE = {"expansion_factor": 8, "k": 32, "max_steps": 2000, "lr": 3e-3}  # bench/probe.py's schedule
+METHODS = ("regex", "regex_cues", "tfidf_lr", "dense_lr", "probe_documents", "probe_segments", "expression_scoped")
+SEGMENTS_TRAIN_ON = "segments_and_documents"
+TOKENS = r"(?u)\b\w\w+\b|[\[\]?]"  # TF-IDF words, plus the mention marker and the question mark
+
+
+# --- measuring -------------------------------------------------------------------------------
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+
+@contextmanager
+def stage(record: dict, name: str) -> Iterator[None]:
+    """Seconds and peak RSS (MB) of the block, into record['stages'][name]."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    except OSError:
+        pass
+    t0 = time.perf_counter()
+    yield
+    record.setdefault("stages", {})[name] = {"seconds": round(time.perf_counter() - t0, 2),
+                                             "peak_rss_mb": round(_status_kb("VmHWM:") / 1024, 1)}
+
+
+# --- classifiers -----------------------------------------------------------------------------
+def _lr_cv(x_train: Any, y_train: np.ndarray) -> Any:
+    """L2 logistic regression, classes balanced, C by stratified 5-fold CV on F1."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+
+    model = LogisticRegressionCV(Cs=CS, l1_ratios=(0.0,), solver="lbfgs", class_weight="balanced", max_iter=3000,
+                                 scoring="f1", cv=StratifiedKFold(5, shuffle=True, random_state=0),
+                                 use_legacy_attributes=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # lbfgs at the largest C may stop at max_iter; the score says so
+        model.fit(x_train, y_train)
+    return model
+
+
+def _scored(y_test: np.ndarray, pred: np.ndarray, **extra: Any) -> dict:
+    return binary_metrics(y_test, np.asarray(pred, dtype=np.int64)) | extra
+
+
+def run_regex(ds: LabelledSet, split: Split, fn: Callable[[str], int]) -> dict:
+    return _scored(ds.y[split.test], [fn(ds.texts[i]) for i in split.test])
+
+
+def run_tfidf(ds: LabelledSet, split: Split) -> dict:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    tfidf = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=TOKENS)
+    xt = tfidf.fit_transform([ds.texts[i] for i in split.train])
+    model = _lr_cv(xt, ds.y[split.train])
+    pred = model.predict(tfidf.transform([ds.texts[i] for i in split.test]))
+    return _scored(ds.y[split.test], pred, C=float(model.C_), features=int(xt.shape[1]))
+
+
+def run_dense(x: np.ndarray, ds: LabelledSet, split: Split) -> dict:
+    model = _lr_cv(x[split.train], ds.y[split.train])
+    return _scored(ds.y[split.test], model.predict(x[split.test]), C=float(model.C_))
+
+
+def train_sae(x_train: np.ndarray, x_hold: np.ndarray, seed: int = 0, **changed: Any) -> tuple[Any, dict]:
+    """Prisma's trainer on x_train [N, d] (SAE settings, some `changed`); held-out FVU on x_hold
+    (rows never trained on)."""
+    settings = SAE | changed
+    cfg = SaeConfig(**settings, seed=seed, device="cpu")
+    trainer = SaeTrainer(torch.from_numpy(np.ascontiguousarray(x_train, dtype=np.float32)), cfg, torch.device("cpu"))
+    for _ in range(trainer.total_steps):
+        trainer.train_step()
+    metrics = holdout_metrics(trainer.sae, np.ascontiguousarray(x_hold, dtype=np.float32), 0.0)
+    return trainer.sae, {"n": trainer.sae.num_latents, **settings, "batch_size": trainer.batch_size,
+                         "train_vectors": len(x_train), "fvu_train_last": round(trainer.curve[-1]["fvu"], 4),
+                         "fvu_heldout": round(metrics.fvu, 4), "heldout_vectors": len(x_hold)}
+
+
+def run_probe(codes: Any, ds: LabelledSet, split: Split) -> dict:
+    probe = fit_probe(codes[split.train], ds.y[split.train], seed=0)
+    return _scored(ds.y[split.test], probe.predict(codes[split.test]), C=round(probe.C, 4),
+                   features_used=len(probe.used_features), converged=probe.converged)
+
+
+# --- embeddings ------------------------------------------------------------------------------
+_MODEL: list[Any] = []
+
+
+def _model() -> Any:
+    if not _MODEL:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from services.embedder.models import load_model
+
+        _MODEL.append(load_model("default", device=torch.device("cpu")))
+    return _MODEL[0]
+
+
+def document_vectors(ds: LabelledSet) -> tuple[np.ndarray, float]:
+    """[N, 384] Prisma document vectors (cached by the texts' hash) and the seconds they took."""
+    from services.embedder.encoder import embed_texts
+
+    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
+    path = CACHE / f"status-{ds.name}-documents-{key}.npz"
+    if path.exists():
+        with np.load(path) as z:
+            return z["x"], float(z["seconds"])
+    t0 = time.perf_counter()
+    x = embed_texts(_model(), ds.texts, pooling="mean", normalize=True).vectors
+    seconds = time.perf_counter() - t0
+    CACHE.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x=x, seconds=seconds)
+    return x, seconds
+
+
+def segment_vectors(ds: LabelledSet) -> tuple[Segments, float]:
+    """Every text's segments (services.embedder.segments: sentences, lines, windows), each embedded
+    by Prisma's encoder as an embedding run with `segments` does (cached), and the seconds taken."""
+    from services.embedder.segments import embed_segments
+
+    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
+    path = CACHE / f"status-{ds.name}-segments-{key}.npz"
+    if path.exists():
+        with np.load(path) as z:
+            return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"]), float(z["seconds"])
+    t0 = time.perf_counter()
+    seg = embed_segments(_model(), ds.texts, pooling="mean", normalize=True)
+    seconds = time.perf_counter() - t0
+    np.savez(path, vectors=seg.vectors, position=seg.doc, char_start=seg.char_start, char_end=seg.char_end,
+             seconds=seconds)
+    return Segments(seg.vectors, seg.doc, seg.char_start, seg.char_end), seconds
+
+
+def segment_probe(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, out: dict | None = None,
+                  train_on: str = SEGMENTS_TRAIN_ON, seed: int = 0, **sae: Any) -> dict:
+    """The SAE on the training rows' segment (and document) vectors; a document's codes = the max
+    over its segments' codes (services.sae.segments.pooled_codes); Prisma's probe on them."""
+    out = {} if out is None else out
+    with stage(out, "sae_segments"):
+        x_train, x_hold = training_vectors(x, seg, train_on, split.train, split.test)
+        model, out["sae_segments"] = train_sae(x_train, x_hold, seed, **sae)
+        out["sae_segments"] |= {"train_on": train_on, "seed": seed}
+        codes = pooled_codes(model, seg, len(x)).documents  # [N, n] CSR, row-wise max over segments
+    with stage(out, "probe_segments"):
+        probe = fit_probe(codes[split.train], ds.y[split.train], seed=0)
+        return _scored(ds.y[split.test], probe.predict(codes[split.test]), C=round(probe.C, 4),
+                       cv_f1_train=round(probe.cv_score, 4), features_used=len(probe.used_features),
+                       converged=probe.converged)
+
+
+def sensitivity(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, variants: list[str]) -> list[dict]:
+    """probe_segments again with one setting changed (`seed=1`, `train_on=segments`, `k=64`, ...):
+    reported beside the headline, never used to choose it (that would be choosing on the test rows)."""
+    rows = []
+    for variant in variants:
+        name, value = variant.split("=")
+        kw: dict[str, Any] = {name: value if name == "train_on" else int(value)}
+        out: dict = {}
+        m = segment_probe(x, seg, ds, split, out, **kw)
+        rows.append({"variant": variant, "f1": m["f1"], "precision": m["precision"], "recall": m["recall"],
+                     "cv_f1_train": m["cv_f1_train"], "features_used": m["features_used"],
+                     "fvu_heldout": out["sae_segments"]["fvu_heldout"],
+                     "sae_seconds": out["stages"]["sae_segments"]["seconds"]})
+    return rows
+
+
+# --- one set ---------------------------------------------------------------------------------
+def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str], int]], variants: list[str]) -> dict:
+    split = heldout_split(ds.y, test_fraction=0.25, seed=0)
+    out: dict[str, Any] = {"data": ds.description | {
+        "train": len(split.train), "test": len(split.test),
+        "test_positives": int(ds.y[split.test].sum()), "split": "stratified, 25 % held out, seed 0"}}
+    methods: dict[str, Any] = dict.fromkeys(METHODS)
+    with stage(out, "regex"):
+        methods["regex"] = run_regex(ds, split, regexes[0])
+    with stage(out, "regex_cues"):
+        methods["regex_cues"] = run_regex(ds, split, regexes[1])
+    with stage(out, "tfidf_lr"):
+        methods["tfidf_lr"] = run_tfidf(ds, split)
+    with stage(out, "embed_documents"):
+        x, embed_s = document_vectors(ds)
+    out["stages"]["embed_documents"]["embedding_seconds"] = round(embed_s, 1)  # 0-cost when read from the cache
+    with stage(out, "dense_lr"):
+        methods["dense_lr"] = run_dense(x, ds, split)
+    with stage(out, "sae_documents"):
+        # held out: the test rows' document vectors (the SAE never sees a test row)
+        sae, out["sae_documents"] = train_sae(x[split.train], x[split.test])
+        codes = encode_all(sae, x)  # [N, n] CSR
+    with stage(out, "probe_documents"):
+        methods["probe_documents"] = run_probe(codes, ds, split)
+    with stage(out, "embed_segments"):
+        seg, seg_s = segment_vectors(ds)
+    out["stages"]["embed_segments"]["embedding_seconds"] = round(seg_s, 1)
+    out["segments"] = {"rows": len(seg.position), "per_document_mean": round(len(seg.position) / len(x), 2),
+                       "per_document_max": int(np.bincount(seg.position).max())}
+    methods["probe_segments"] = segment_probe(x, seg, ds, split, out)
+    out["methods"] = methods
+    out["probe_segments_sensitivity"] = sensitivity(x, seg, ds, split, variants)
+    return out
+
+
+def flat_keys(report: dict) -> dict:
+    """`<set>.<method>.f1` (and precision, recall) for every set and method, null when not built."""
+    flat = {}
+    for name in ("demo", "negex"):
+        for method, m in report[name]["methods"].items():
+            for key in ("f1", "precision", "recall"):
+                flat[f"{name}.{method}.{key}"] = None if m is None else m[key]
+    return flat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads; 1 by default: on 2 shared cores an SAE step took 0.03 s on one "
+                             "thread and 0.39 s on two (OpenMP barriers spinning)")
+    parser.add_argument("--sensitivity", default="seed=1,seed=2",
+                        help="probe_segments variants, comma-separated name=value ('' for none), e.g. "
+                             "seed=1,train_on=segments,expansion_factor=16,k=64")
+    args = parser.parse_args()
+    variants = [v.strip() for v in args.sensitivity.split(",") if v.strip()]
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    report: dict[str, Any] = {
+        "demo": run_set(demo_set(), (demo_regex, demo_regex_cues), variants),
+        "negex": run_set(negex_set(), (negex_regex, negex_regex_cues), variants),
+    }
+    report["command"] = " ".join(["python bench/status.py", *sys.argv[1:]])
+    report["f1"] = flat_keys(report)
+    report["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(),
+                         "torch_threads": torch.get_num_threads()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in report["f1"].items() if k.endswith(".f1")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Segments: a text cut into sentences (with their character spans), the unit that keeps the
+status of one mention among many (issue #16: a note's mean vector mixes "probabile bronchiolite"
+in one line with "bronchiolite" confirmed in another).
+
+Rules, in order:
+  1. every newline is a boundary (clinical notes put headers, list items and vitals on lines);
+  2. within a line, a sentence ends at `.`, `!` or `?` (closing quotes and brackets kept with it)
+     followed by white space and then *not* by a lower-case letter, unless the word before the
+     period is an abbreviation: a listed one (`Pz.`, `es.`, `ecc.`, `Dr.`, `Dott.`, `vs.`, `p.es.`,
+     `e.g.`, `i.e.`, …), a word with an inner period (`p.o.`, `E.O.`), or a single capital (an
+     initial); decimals (`37,5`, `37.5`) never end one, as nothing but white space may follow;
+  3. a sentence longer than `max_words` whitespace words (unpunctuated text) is cut into windows
+     of equal size, each at most `max_words` words (the embedder still chunk-and-averages a window
+     longer than the model's, so no token is ever dropped).
+Spans are trimmed of white space and index the original text: `text[start:end]` is the segment.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from services.embedder.encoder import embed_texts
+from services.embedder.models import LoadedModel
+
+MAX_WORDS = 100  # ≈ 128-200 MiniLM word pieces of Italian clinical text: within its 256-token window
+
+#: Lower-case, without their final period. Italian and English clinical and general ones.
+ABBREVIATIONS = frozenset({
+    "pz", "pt", "es", "ecc", "etc", "dr", "dott", "dott.ssa", "dr.ssa", "sig", "sig.ra", "sigg", "prof",
+    "prof.ssa", "vs", "p.es", "e.g", "i.e", "cfr", "fig", "figg", "tab", "pag", "pp", "n", "nr", "num",
+    "ca", "cca", "approx", "aa", "gg", "sett", "mr", "mrs", "ms", "st", "no", "vol", "al", "eg", "ie",
+    "resp", "max", "min", "temp", "sat", "freq", "rif", "tel", "cap", "art", "ss", "seg", "segg", "sx", "dx", "ant", "post",
+})
+_END = re.compile(r"[.!?]+[\"'»)\]]*(?=\s)")
+_WORD_BEFORE = re.compile(r"[(\[\"'«]*([^\s(\[\"'«]*)$")
+_WORD = re.compile(r"\S+")
+
+
+class Span(NamedTuple):
+    start: int  # character offset of the segment's first character
+    end: int  # one past its last character
+
+
+def _is_abbreviation(line: str, period: int) -> bool:
+    """The word ending at `line[period] == '.'` is an abbreviation (not a sentence end)."""
+    word = _WORD_BEFORE.search(line, 0, period).group(1)  # type: ignore[union-attr]
+    if not word:
+        return False
+    low = word.lower()
+    if low in ABBREVIATIONS or low.rstrip(".") in ABBREVIATIONS:
+        return True
+    parts = word.strip(".").split(".")
+    if len(parts) > 1:  # p.o. / E.O. / b.i.d. (not 38.5)
+        return all(0 < len(part) <= 3 and part.isalpha() for part in parts)
+    return len(word) == 1 and word.isupper()  # an initial
+
+
+def _sentence_spans(line: str, offset: int) -> list[Span]:
+    spans, start = [], 0
+    for m in _END.finditer(line):
+        nxt = line[m.end():].lstrip()
+        if not nxt or nxt[0].islower():
+            continue
+        if line[m.start()] == "." and m.end() - m.start() == 1 and _is_abbreviation(line, m.start()):
+            continue
+        spans.append(Span(offset + start, offset + m.end()))
+        start = m.end()
+    spans.append(Span(offset + start, offset + len(line)))
+    return spans
+
+
+def _trim(text: str, span: Span) -> Span | None:
+    piece = text[span.start:span.end]
+    stripped = piece.lstrip()
+    if not stripped:
+        return None
+    start = span.start + len(piece) - len(stripped)
+    return Span(start, start + len(stripped.rstrip()))
+
+
+def _windows(text: str, span: Span, max_words: int) -> list[Span]:
+    """The span cut into ceil(W / max_words) windows of whole words, sizes differing by ≤ 1."""
+    words = [(span.start + m.start(), span.start + m.end()) for m in _WORD.finditer(text[span.start:span.end])]
+    if len(words) <= max_words:
+        return [span]
+    k = math.ceil(len(words) / max_words)
+    bounds = [round(i * len(words) / k) for i in range(k + 1)]
+    return [Span(words[a][0], words[b - 1][1]) for a, b in zip(bounds, bounds[1:])]
+
+
+def split_segments(text: str, *, max_words: int = MAX_WORDS) -> list[Span]:
+    """The text's segments in order, as character spans (see the module docstring); [] for a text
+    that is empty or only white space."""
+    if max_words < 1:
+        raise ValueError(f"max_words must be at least 1, not {max_words}")
+    out: list[Span] = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        for span in _sentence_spans(line, offset):
+            trimmed = _trim(text, span)
+            if trimmed is not None:
+                out.extend(_windows(text, trimmed, max_words))
+        offset += len(line)
+    return out
+
+
+class SegmentVectors(NamedTuple):
+    """Every segment of a list of texts, embedded on its own; rows in document, then text order."""
+
+    doc: np.ndarray  # int64 [S]: index of the text in the input, non-decreasing
+    char_start: np.ndarray  # int32 [S]
+    char_end: np.ndarray  # int32 [S]
+    vectors: np.ndarray  # float32 [S, d]
+    n_tokens: np.ndarray  # int64 [S]: tokens fed to the model, special tokens included
+
+
+def segment_spans(texts: Sequence[str], *, max_words: int = MAX_WORDS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(doc int64 [S], char_start int32 [S], char_end int32 [S]) of every text's segments; a text
+    without any (empty, white space) gets one spanning it whole, so every document has a row."""
+    doc, start, end = [], [], []
+    for i, text in enumerate(texts):
+        spans = split_segments(text, max_words=max_words) or [Span(0, len(text))]
+        doc += [i] * len(spans)
+        start += [s.start for s in spans]
+        end += [s.end for s in spans]
+    return (np.asarray(doc, dtype=np.int64), np.asarray(start, dtype=np.int32), np.asarray(end, dtype=np.int32))
+
+
+def embed_segments(lm: LoadedModel, texts: Sequence[str], *, pooling: str = "mean", normalize: bool = True,
+                   max_words: int = MAX_WORDS, **embed_kw: Any) -> SegmentVectors:
+    """Each segment of each text through `embed_texts` (same model, pooling, chunk-and-average),
+    all segments of all texts sharing length-sorted batches."""
+    doc, start, end = segment_spans(texts, max_words=max_words)
+    pieces = [texts[d][a:b] for d, a, b in zip(doc.tolist(), start.tolist(), end.tolist())]
+    emb = embed_texts(lm, pieces, pooling=pooling, normalize=normalize, **embed_kw)
+    return SegmentVectors(doc, start, end, emb.vectors, emb.n_tokens)

@@ -1,0 +1,72 @@
+"""Segments: sentences with exact character spans; abbreviations and decimals do not end one,
+newlines do, long unpunctuated text is windowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.embedder.segments import Span, split_segments
+
+
+def pieces(text: str, **kw: int) -> list[str]:
+    spans = split_segments(text, **kw)
+    for span in spans:
+        piece = text[span.start:span.end]
+        assert piece == piece.strip() and piece, "spans are trimmed and never empty"
+    assert all(a.end <= b.start for a, b in zip(spans, spans[1:])), "in order, not overlapping"
+    return [text[s.start:s.end] for s in spans]
+
+
+def test_italian_note_sentences_and_lines() -> None:
+    text = ("Motivo: tosse da 3 giorni. Sospetta bronchiolite.\n"
+            "EO: Pz. vigile, TC 37,5 °C (es. ascellare), SatO2 95% ecc. MV ridotto.\n\n"
+            "Conclusioni:\nBronchiolite acuta. Visto dal Dott. Rossi e dalla Dr.ssa Bianchi, p.es. per RSV.")
+    assert pieces(text) == [
+        "Motivo: tosse da 3 giorni.", "Sospetta bronchiolite.",
+        "EO: Pz. vigile, TC 37,5 °C (es. ascellare), SatO2 95% ecc. MV ridotto.",
+        "Conclusioni:", "Bronchiolite acuta.", "Visto dal Dott. Rossi e dalla Dr.ssa Bianchi, p.es. per RSV.",
+    ]
+
+
+def test_english_abbreviations_decimals_and_initials() -> None:
+    text = ("Seen by Dr. Smith vs. Dr. Jones, e.g. for fever, i.e. 38.5 °C. J. K. Brown agreed. "
+            "Tolerated some p.o. fluids. No EDEMA! Is it CROUP? Likely.")
+    assert pieces(text) == [
+        "Seen by Dr. Smith vs. Dr. Jones, e.g. for fever, i.e. 38.5 °C.", "J. K. Brown agreed.",
+        "Tolerated some p.o. fluids.", "No EDEMA!", "Is it CROUP?", "Likely.",
+    ]
+
+
+def test_a_decimal_at_the_end_of_a_sentence_still_ends_it() -> None:
+    assert pieces("TC 38.5. Nessun farmaco.") == ["TC 38.5.", "Nessun farmaco."]
+
+
+def test_question_mark_inside_a_word_and_lower_case_continuations_do_not_split() -> None:
+    assert pieces('Richiesta del PLS: "?bronchiolite". Diagnosi: bronchiolite? da confermare.') == [
+        'Richiesta del PLS: "?bronchiolite".', "Diagnosi: bronchiolite? da confermare."]
+
+
+def test_long_unpunctuated_text_is_windowed_evenly() -> None:
+    words = [f"parola{i}" for i in range(250)]
+    text = " ".join(words)
+    got = pieces(text, max_words=100)
+    assert len(got) == 3  # ceil(250 / 100), sizes 83/84/83
+    assert [len(p.split()) for p in got] == [83, 84, 83]
+    assert " ".join(got) == text
+
+
+def test_spans_index_the_original_text_with_crlf_and_indentation() -> None:
+    text = "  Anamnesi:\r\n\tNon allergie note.  Vaccinato.\r\n"
+    spans = split_segments(text)
+    assert [text[s.start:s.end] for s in spans] == ["Anamnesi:", "Non allergie note.", "Vaccinato."]
+    assert spans[0] == Span(2, 11)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\t \n"])
+def test_empty_and_white_space_texts_have_no_segments(text: str) -> None:
+    assert split_segments(text) == []
+
+
+def test_max_words_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_words"):
+        split_segments("a b", max_words=0)
