@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -366,6 +365,7 @@ def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
     import asyncio
 
     from contracts.runs import SaeRunCreate
+    from contracts.sae import SaeConfig
     from gateway.domain.auth.service import Principal
     from gateway.domain.concepts.demo import create_demo_concepts
     from gateway.domain.features.interpret import InterpretationRequest, start_interpretation
@@ -381,7 +381,10 @@ def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
     if existing:
         sae_id = existing[-1].id
     else:
-        (run,) = asyncio.run(create_sae_runs(state, SaeRunCreate(embedding_run_id=embedding_run_id), demo, None))
+        # Trained on sentences and notes; a note's features are the max over its sentences (issue #16).
+        config = SaeConfig(train_on="segments_and_documents", document_codes="max_over_segments")
+        (run,) = asyncio.run(create_sae_runs(state, SaeRunCreate(embedding_run_id=embedding_run_id, config=config),
+                                             demo, None))
         sae_id = run.id
     if _wait_status(state, run_repo.get_sae_run, sae_id) == "succeeded":
         # Deterministic job id: a demo started again does not name the features twice.
@@ -415,7 +418,9 @@ def demo(
     ds = _demo_dataset(settings, n)
     key = create_api_key(settings, f"demo-{secrets.token_hex(3)}")
     application = create_app(settings)
-    run, _ = asyncio.run(create_embedding_run(application.state, EmbeddingRunCreate(dataset_id=ds.id), Principal(None, "demo"), None))
+    # Segments: a note's sentences embedded too, so that one mention's status is not averaged away.
+    run, _ = asyncio.run(create_embedding_run(application.state, EmbeddingRunCreate(dataset_id=ds.id, segments=True),
+                                              Principal(None, "demo"), None))
     threading.Thread(target=_demo_sae_after, args=(application.state, run.id), daemon=True, name="demo-chain").start()
     print(f"\nPrisma demo: {ds.n_documents:,} documents in dataset {ds.id}; embedding run {run.id} is {run.status}.")
     print(f"  Open   http://127.0.0.1:{port}/login")

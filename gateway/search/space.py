@@ -21,8 +21,9 @@ from gateway.search.expressions import SearchSpace, SegmentCodes
 MAX_CACHED_RUNS = 4  # 200,000 documents × k=32 is ~50 MB of CSC per run
 MAX_CACHED_SEGMENT_RUNS = 2  # ten segments a document make ten times that
 # Where an SAE run's result lists its segment artifacts (both or neither):
-SEGMENT_CODES_ARTIFACT = "segment_codes_csc"  # scipy.sparse CSC npz, float32 [segments, n_features]
-SEGMENTS_ARTIFACT = "segments"  # npz: segment_doc int [segments], segment_spans int [segments, 2]
+# (written by services/sae/pipeline.py when the SAE's document codes are max-pooled over segments)
+SEGMENT_CODES_ARTIFACT = "segment_codes"  # scipy.sparse CSR npz, float32 [segments, n_features]
+SEGMENTS_ARTIFACT = "segments"  # npz: position, char_start, char_end, int [segments] each
 
 
 class SearchNotReady(RuntimeError):
@@ -92,10 +93,12 @@ def segment_uris(run: SaeRun) -> tuple[str, str] | None:
 
 
 def read_segments(store: ArtifactStore, codes_uri: str, index_uri: str) -> SegmentCodes:
-    """The segment codes (CSC) with each segment's document and character span."""
+    """The segment codes (stored CSR, read as CSC: SEGMENT(…) reads columns) with each segment's
+    document position and character span."""
     codes = sp.csc_matrix(sp.load_npz(io.BytesIO(store.read_bytes(codes_uri))), dtype="float32")
     with np.load(io.BytesIO(store.read_bytes(index_uri)), allow_pickle=False) as index:
-        return SegmentCodes(codes, index["segment_doc"], index["segment_spans"])
+        spans = np.stack([index["char_start"], index["char_end"]], axis=1)  # [segments, 2]
+        return SegmentCodes(codes, index["position"], spans)
 
 
 def load_search_space(session: Session, store: ArtifactStore, sae_run: SaeRun) -> SearchSpace:

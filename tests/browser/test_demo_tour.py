@@ -10,7 +10,9 @@ import csv
 import io
 import re
 from pathlib import Path
+from urllib.parse import quote
 
+import httpx
 import pytest
 
 from tests.browser.test_dashboard_embedding import login
@@ -86,4 +88,18 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
         page.locator("#export").click()
     rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
     assert rows[0][:2] == ["document_id", "external_id"] and len(rows) > 1
+
+    # The saved expression is scoped to one sentence: the API says which sentence of each note
+    # matched, and the search page marks that sentence.
+    (expr,) = [c for c in concepts if c["kind"] == "expression"]
+    assert expr["expression"].startswith("SEGMENT(")
+    hits = httpx.post(f"{url}/api/v1/sae-runs/{sae}/search", headers={"Authorization": f"Bearer {key}"},
+                      json={"mode": "expression", "expression": expr["expression"]}, timeout=60).json()["items"]
+    assert hits and all(h["segment"] and h["segment"]["start"] < h["segment"]["end"] for h in hits)
+    first, seg = hits[0], hits[0]["segment"]
+    sentence = first["excerpt"][seg["start"] - first["excerpt_start"]:seg["end"] - first["excerpt_start"]]
+    page.goto(f"{url}/sae-runs/{sae}/search?q={quote(expr['expression'])}")
+    marked = page.locator("#document-results tbody tr").first.locator("mark")
+    assert " ".join(marked.inner_text().split()) == " ".join(sentence.split()) != ""
+    readme_shot(page, "search-segment")
     assert page.console_errors == []

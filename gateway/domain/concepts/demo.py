@@ -1,7 +1,9 @@
 """The demo's two ready concepts on its SAE run, for "every note with a confirmed bronchiolitis,
-not the suspected ones": a sparse probe trained on the corpus's labels, and a saved expression a
-person could have written, `<bronchiolitis feature> AND NOT <suspicion feature>`, with its two
-features picked on the training split (so the held-out figures of both are honest).
+not the suspected ones": a sparse probe trained on the corpus's labels (on the notes' codes, the
+max over their sentences' when the run has segments), and a saved expression a person could have
+written, `SEGMENT(<bronchiolitis feature> AND NOT <suspicion feature>)` (one sentence names it and
+does not hedge it; without SEGMENT on a run without segments), with its two features picked on
+the training split (so the held-out figures of both are honest).
 
 Positive: `bronchiolitis:confirmed`; negative: every other note, the suspected bronchiolitis ones
 among them. A probe trained on confirmed against suspected notes alone would never have seen the
@@ -53,7 +55,10 @@ def demo_expression(space: SearchSpace, bronchiolitis: np.ndarray, confirmed: np
     gap = rate(suspected) - rate(confirmed)
     gap[topic] = -np.inf
     hedge = int(np.argmax(gap))
-    return f"{_reference(space, topic)} > 0 AND NOT {_reference(space, hedge)} > 0"
+    inner = f"{_reference(space, topic)} > 0 AND NOT {_reference(space, hedge)} > 0"
+    # Within one sentence where the run has segment codes: "a sentence that names bronchiolitis
+    # and does not hedge it", not "a note with bronchiolitis somewhere and no hedge anywhere".
+    return f"SEGMENT({inner})" if space.segments is not None else inner
 
 
 def _plan(state: Any, sae_run_id: int) -> str:
