@@ -382,7 +382,8 @@ def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
         sae_id = existing[-1].id
     else:
         # Trained on sentences and notes; a note's features are the max over its sentences (issue #16).
-        config = SaeConfig(train_on="segments_and_documents", document_codes="max_over_segments")
+        # About 15 sentences a note: 8 passes are already three times the steps of 50 over the notes.
+        config = SaeConfig(train_on="segments_and_documents", document_codes="max_over_segments", epochs=8)
         (run,) = asyncio.run(create_sae_runs(state, SaeRunCreate(embedding_run_id=embedding_run_id, config=config),
                                              demo, None))
         sae_id = run.id

@@ -52,3 +52,10 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
     with running_demo(tmp_path_factory.mktemp("demo")) as running:
         yield running
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The first test to use the shared demo pays for its pipeline (minutes on a CPU without bf16)."""
+    for item in items:
+        if "demo" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(900))

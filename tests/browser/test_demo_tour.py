@@ -91,9 +91,11 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
 
     # The saved expression is scoped to one sentence: the API says which sentence of each note
     # matched, and the search page marks that sentence.
-    (expr,) = [c for c in concepts if c["kind"] == "expression"]
+    h = {"Authorization": f"Bearer {key}"}
+    (expr_id,) = [c["id"] for c in concepts if c["kind"] == "expression"]
+    expr = httpx.get(f"{url}/api/v1/concepts/{expr_id}", headers=h, timeout=60).json()
     assert expr["expression"].startswith("SEGMENT(")
-    hits = httpx.post(f"{url}/api/v1/sae-runs/{sae}/search", headers={"Authorization": f"Bearer {key}"},
+    hits = httpx.post(f"{url}/api/v1/sae-runs/{sae}/search", headers=h,
                       json={"mode": "expression", "expression": expr["expression"]}, timeout=60).json()["items"]
     assert hits and all(h["segment"] and h["segment"]["start"] < h["segment"]["end"] for h in hits)
     first, seg = hits[0], hits[0]["segment"]
