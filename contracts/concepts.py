@@ -87,6 +87,42 @@ class PrCurve(BaseModel):
     average_precision: float | None
 
 
+class BaselineFigures(BaseModel):
+    precision: float
+    recall: float
+    f1: float
+    confusion: ConfusionMatrix
+
+
+class RegexBaseline(BaselineFigures):
+    pattern: str = Field(description="The regex itself, matched case-insensitively anywhere in the text.")
+
+
+class TfidfBaseline(BaselineFigures):
+    n_train: int = Field(description="Training-split texts it was fitted on.")
+    sampled: bool = Field(description="The training split had more than 50,000 documents: 50,000 of them, drawn "
+                                      "with the examples' seed, were used.")
+
+
+class Baselines(BaseModel):
+    """Words alone, on the concept's own held-out split (the same train/test documents as its
+    metrics), scored with the same precision/recall/F1: whether the features beat the text."""
+
+    regex: RegexBaseline | None = Field(
+        default=None,
+        description="A keyword regex written from the positive labels: for each label, the part before the first "
+                    "`:`, split into words on `_` and spaces, lower-cased; each word's stem is its first max(5, "
+                    "len - 3) characters (`bronchiolitis:confirmed` -> `bronchioli`); the pattern is the "
+                    "alternation of the stems (regex-escaped, `|`-joined), and a held-out document is predicted "
+                    "positive when it matches anywhere in its text, case-insensitively. None for examples given "
+                    "by document ids (no label to write it from).")
+    tfidf_lr: TfidfBaseline | None = Field(
+        default=None,
+        description="scikit-learn TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2) + "
+                    "LogisticRegression(class_weight='balanced', max_iter=1000), fitted on the training split's "
+                    "texts only; None when no term occurs in two training documents.")
+
+
 class ConceptMetrics(BaseModel):
     """Held-out figures for the positive class."""
 
@@ -100,6 +136,8 @@ class ConceptMetrics(BaseModel):
     n_excluded: int = Field(default=0, description="Labelled both positive and negative: left out.")
     pr_curve: PrCurve | None = Field(default=None, description="Probes only: scores are probabilities.")
     evaluated_at: datetime
+    baselines: Baselines | None = Field(default=None, description="Words alone on the same split (stored figures "
+                                                                  "only; see ConceptOut.baselines).")
 
 
 class NamedWeight(BaseModel):
@@ -136,6 +174,9 @@ class ConceptOut(BaseModel):
     expression: str | None
     examples: Examples | None
     metrics: ConceptMetrics | None = Field(description="None when the concept has no labelled examples.")
+    baselines: Baselines | None = Field(
+        default=None, description="What words alone reach on the same held-out split as `metrics` (a keyword regex "
+                                  "from the positive labels, TF-IDF + logistic regression); None without metrics.")
     probe: ProbeOut | None
     features: list[NamedWeight] = Field(default_factory=list,
                                         description="Expression: the features it refers to (weight 1).")

@@ -45,6 +45,14 @@ def known_codes(seed: int = 0) -> tuple[sp.csr_matrix, list[str]]:
     return sp.csr_matrix(dense.astype(np.float32)), labels
 
 
+def note_text(i: int, label: str) -> str:
+    """A note's text (no commas): the words a regex or TF-IDF can read, with misses and decoys."""
+    phrase = {"bronchiolitis:confirmed": "bronchiolite" if i % 6 else "respiro sibilante",
+              "bronchiolitis:suspected": "sospetta bronchiolite", "otitis:confirmed": "otite media",
+              "fever:confirmed": "febbre alta esclusa bronchiolite" if i % 5 == 0 else "febbre alta"}[label]
+    return f"visita numero {i} {phrase}"
+
+
 def add_interpretation(session, *, run_id: int, index: int, label: str) -> None:  # noqa: ANN001
     feat, _ = feature_repo.get_feature(session, sae_run_id=run_id, index=index)
     session.add(Interpretation(feature_id=feat.id, backend="keywords", label=label, score=0.9, reliable=True,
@@ -79,7 +87,7 @@ def write_run(app, dataset_id: int, codes: sp.csr_matrix) -> int:  # noqa: ANN00
 async def labelled_run(app, client, auth) -> LabelledRun:  # noqa: ANN001
     clear_cache()
     codes, labels = known_codes()
-    rows = "\n".join(f"N{i:04d},visita numero {i},{lab},{i % 7}" for i, lab in enumerate(labels))
+    rows = "\n".join(f"N{i:04d},{note_text(i, lab)},{lab},{i % 7}" for i, lab in enumerate(labels))
     resp = await client.post("/api/v1/datasets", headers=auth,
                              files={"file": ("notes.csv", f"id,text,labels,ward\n{rows}\n".encode())})
     assert resp.status_code == 201, resp.text

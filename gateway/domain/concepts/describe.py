@@ -37,12 +37,13 @@ def concept_out(session: Session, concept: Concept) -> ConceptOut:
         weights = named(session, concept.sae_run_id, {int(i): w for i, w in p["weights"].items()})
         probe = ProbeOut(C=p["C"], cv_f1=p["cv_f1"], intercept=p["intercept"], threshold=p["threshold"],
                          n_features=len(weights), converged=p["converged"], weights=weights)
+    metrics = ConceptMetrics.model_validate(concept.metrics) if concept.metrics else None
     features = [] if concept.probe else named(session, concept.sae_run_id, {i: 1.0 for i in concept.features or []})
     return ConceptOut(
         id=concept.id, sae_run_id=concept.sae_run_id, name=concept.name, description=concept.description,
         kind=concept.kind, expression=concept.expression,
         examples=Examples.model_validate(concept.examples) if concept.examples else None,
-        metrics=ConceptMetrics.model_validate(concept.metrics) if concept.metrics else None,
+        metrics=metrics, baselines=metrics.baselines if metrics else None,
         probe=probe, features=features, applied=applied(session, concept), created_at=concept.created_at,
     )
 

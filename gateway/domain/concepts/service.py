@@ -19,6 +19,7 @@ from contracts.concepts import ConceptCreate, Examples
 from gateway.db import session_scope, utcnow
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.concepts import repo
+from gateway.domain.concepts.baselines import compute_baselines
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import Labelled, labelled_documents
 from gateway.domain.concepts.models import Concept
@@ -140,6 +141,7 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
             raise ConceptInputError(f"name: SAE run {body.sae_run_id} already has a concept named {body.name!r}",
                                     field="name", status_code=409)
         labelled = labelled_documents(session, data.dataset, body.examples) if body.examples else None
+        dataset_id = data.dataset.id
     fields: dict[str, Any] = {"probe": None, "metrics": None}
     if body.kind == "expression":
         match = match_expression(body.expression, data.space)
@@ -149,6 +151,8 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
     else:
         probe, fields["metrics"] = train_probe(data.space.codes.tocsr(), labelled, body.examples)
         fields["probe"], fields["features"] = probe, [int(i) for i in probe["weights"]]
+    if fields["metrics"] is not None:  # words alone, on the same split
+        fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples)
     return fields
 
 
@@ -167,6 +171,14 @@ async def create_concept(app_state: Any, body: ConceptCreate, principal: Princip
 
 
 def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[dict[str, Any], bool]:
+    metrics, store, dataset_id, labelled, given = _score(app_state, concept_id, examples)
+    if store:  # the stored figures carry the words-alone baselines of the same split
+        metrics["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, given)
+    return metrics, store
+
+
+def _score(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[dict[str, Any], bool, int, Labelled,
+                                                                                 Examples]:
     with session_scope(app_state.factory) as session:
         concept = get_or_404(session, concept_id)
         data = run_data(session, app_state.store, concept.sae_run_id)
@@ -176,14 +188,16 @@ def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tup
             raise ConceptInputError("examples: this concept has no labelled examples; give `examples`", field="examples")
         labelled = labelled_documents(session, data.dataset, given)
         trained_on = labelled_documents(session, data.dataset, own) if concept.kind == "probe" else None
-        kind, text, probe = concept.kind, concept.expression, concept.probe
+        kind, text, probe, dataset_id = concept.kind, concept.expression, concept.probe, data.dataset.id
     if kind == "expression":
-        return expression_metrics(match_expression(text, data.space), labelled, given), True
+        return expression_metrics(match_expression(text, data.space), labelled, given), True, dataset_id, \
+            labelled, given
     codes = data.space.codes.tocsr()
     if examples is None:  # its own held-out split
         split = labelled.split(given)
         pos, y, n_train = labelled.positions[split.test], labelled.y[split.test], len(split.train)
-        return probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True
+        return probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True, dataset_id, \
+            labelled, given
     # Other examples: every one the probe was not trained on (never its training split).
     train = set(trained_on.positions[trained_on.split(own).train].tolist())
     keep = np.array([p not in train for p in labelled.positions.tolist()], dtype=bool)
@@ -192,7 +206,7 @@ def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tup
                                 field="examples")
     metrics = probe_metrics(probe, codes, labelled.positions[keep], labelled.y[keep], n_train=len(train),
                             labelled=labelled)
-    return metrics, False
+    return metrics, False, dataset_id, labelled, given
 
 
 async def evaluate_concept(app_state: Any, concept_id: int, examples: Examples | None) -> dict[str, Any]:

@@ -1,0 +1,104 @@
+"""Words alone, on the concept's own held-out split: what a user could do without features.
+
+Two baselines are computed beside every stored concept metric (same labelled documents, same
+train/test positions): a keyword regex written from the positive label(s), and TF-IDF 1-2-grams
+with a balanced logistic regression trained on the training split's texts only. Both are scored
+with the same `binary_metrics` as the concept. Texts are read from the documents table in batches
+of positions (never logged); the test split is streamed, so memory is bounded by the training
+sample (at most `MAX_TFIDF_TRAIN` documents, drawn with the split's seed when there are more).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from contracts.concepts import Examples
+from gateway.db import session_scope
+from gateway.domain.concepts.examples import Labelled
+from gateway.domain.concepts.probe import binary_metrics
+from gateway.domain.datasets.models import Document
+
+MAX_TFIDF_TRAIN = 50_000  # training texts for TF-IDF; more are sampled down (seeded)
+TEXT_BATCH = 1000  # positions per query (bounded IN lists)
+
+
+def label_stem(word: str) -> str:
+    """The first max(5, len-3) characters: `bronchiolitis` -> `bronchioli`."""
+    return word[: max(5, len(word) - 3)]
+
+
+def regex_pattern(positive_labels: list[str]) -> str | None:
+    """Case-insensitive alternation of the stems of the words of each positive label (the part
+    before `:`, split on `_` and spaces); None when no label has a word."""
+    stems: list[str] = []
+    for label in positive_labels:
+        for word in re.split(r"[_\s]+", label.split(":", 1)[0]):
+            word = word.strip().lower()
+            if word and (stem := re.escape(label_stem(word))) not in stems:
+                stems.append(stem)
+    return "|".join(stems) or None
+
+
+def texts_at(session: Session, *, dataset_id: int, positions: np.ndarray) -> Iterator[tuple[np.ndarray, list[str]]]:
+    """(positions, texts) in batches of TEXT_BATCH, in the order given (ascending)."""
+    for start in range(0, len(positions), TEXT_BATCH):
+        batch = positions[start : start + TEXT_BATCH]
+        stmt = select(Document.position, Document.text).where(
+            Document.dataset_id == dataset_id, Document.position.in_([int(p) for p in batch]))
+        found = dict(session.execute(stmt).all())
+        yield batch, [found.get(int(p)) or "" for p in batch]
+
+
+def _figures(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    m = binary_metrics(y, pred)
+    return {k: m[k] for k in ("precision", "recall", "f1", "confusion")}
+
+
+def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled: Labelled,
+                      examples: Examples) -> dict[str, Any]:
+    """{"regex": {pattern, precision, recall, f1, confusion} | None, "tfidf_lr": {..., n_train, sampled} | None}."""
+    split = labelled.split(examples)
+    train_pos, y_train = labelled.positions[split.train], labelled.y[split.train]
+    test_pos, y_test = labelled.positions[split.test], labelled.y[split.test]
+    sampled = len(train_pos) > MAX_TFIDF_TRAIN
+    if sampled:
+        keep = np.sort(np.random.default_rng(examples.seed).choice(len(train_pos), MAX_TFIDF_TRAIN, replace=False))
+        train_pos, y_train = train_pos[keep], y_train[keep]
+    pattern = regex_pattern(examples.labels.positive) if examples.labels is not None else None
+    compiled = re.compile(pattern, re.IGNORECASE) if pattern else None
+
+    with session_scope(factory) as session:
+        train_texts = [t for _, batch in texts_at(session, dataset_id=dataset_id, positions=train_pos) for t in batch]
+    model: tuple[TfidfVectorizer, LogisticRegression] | None = None
+    try:
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+        x = vectorizer.fit_transform(train_texts)
+        model = vectorizer, LogisticRegression(class_weight="balanced", max_iter=1000).fit(x, y_train)
+    except ValueError:  # no term in two training documents: no TF-IDF baseline
+        model = None
+    del train_texts
+
+    regex_pred = np.zeros(len(test_pos), np.int8)
+    tfidf_pred = np.zeros(len(test_pos), np.int8)
+    done = 0
+    with session_scope(factory) as session:
+        for batch, texts in texts_at(session, dataset_id=dataset_id, positions=test_pos):
+            end = done + len(batch)
+            if compiled is not None:
+                regex_pred[done:end] = [compiled.search(t) is not None for t in texts]
+            if model is not None:
+                tfidf_pred[done:end] = model[1].predict(model[0].transform(texts))
+            done = end
+    return {
+        "regex": {"pattern": pattern, **_figures(y_test, regex_pred)} if compiled is not None else None,
+        "tfidf_lr": ({**_figures(y_test, tfidf_pred), "n_train": int(len(train_pos)), "sampled": sampled}
+                     if model is not None else None),
+    }

@@ -1,0 +1,116 @@
+"""Words alone beside every concept: a keyword regex from the positive labels and TF-IDF + logistic
+regression, on the concept's own held-out split, equal to an independent scikit-learn computation;
+no regex for examples given by id; the table on the concept page (escaped)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score, precision_score, recall_score
+from sklearn.model_selection import train_test_split
+
+from gateway.domain.concepts import baselines
+from tests.concepts.conftest import note_text
+from tests.concepts.test_concepts_api import create
+
+pytestmark = pytest.mark.anyio
+CONFIRMED = {"labels": {"positive": ["bronchiolitis:confirmed"]}}  # against every other document
+
+
+def split_here(run, positive: set[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
+    """(train positions, train y, test positions, test y): every document, 25 % held out, seed 0."""
+    positions = np.arange(len(run.labels))
+    y = np.array([int(lab in positive) for lab in run.labels])
+    train, test = train_test_split(positions, test_size=0.25, random_state=0, stratify=y)
+    train, test = np.sort(train), np.sort(test)
+    return train, y[train], test, y[test]
+
+
+def scores(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    return {"precision": precision_score(y, pred, zero_division=0), "recall": recall_score(y, pred, zero_division=0),
+            "f1": f1_score(y, pred, zero_division=0)}
+
+
+def assert_figures(got: dict, want: dict[str, float]) -> None:
+    for key, value in want.items():
+        assert 0.0 <= got[key] <= 1.0
+        assert got[key] == pytest.approx(value, abs=1e-4), key
+
+
+async def test_baselines_on_the_same_split_match_sklearn(client, auth, labelled_run) -> None:  # noqa: ANN001
+    resp = await create(client, auth, labelled_run, name="probe", kind="probe", examples=CONFIRMED)
+    assert resp.status_code == 201, resp.text
+    c = resp.json()
+    b = c["baselines"]
+    assert b == c["metrics"]["baselines"]
+
+    train, y_train, test, y_test = split_here(labelled_run, {"bronchiolitis:confirmed"})
+    texts = [note_text(i, lab) for i, lab in enumerate(labelled_run.labels)]
+    assert c["metrics"]["n_test"] == len(test)
+
+    assert b["regex"]["pattern"] == "bronchioli"
+    regex_pred = np.array([int(re.search("bronchioli", texts[p], re.I) is not None) for p in test])
+    assert_figures(b["regex"], scores(y_test, regex_pred))
+    assert 0 < b["regex"]["recall"] < 1 and 0 < b["regex"]["precision"] < 1  # misses and decoys
+
+    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+    lr = LogisticRegression(class_weight="balanced", max_iter=1000).fit(vec.fit_transform([texts[p] for p in train]),
+                                                                        y_train)
+    tfidf_pred = lr.predict(vec.transform([texts[p] for p in test]))
+    assert_figures(b["tfidf_lr"], scores(y_test, tfidf_pred))
+    assert b["tfidf_lr"]["n_train"] == len(train) and b["tfidf_lr"]["sampled"] is False
+
+    again = await client.post(f"/api/v1/concepts/{c['id']}/evaluate", headers=auth)
+    assert again.status_code == 200, again.text
+    assert {k: again.json()["baselines"][k] for k in ("regex", "tfidf_lr")} == {k: b[k] for k in ("regex", "tfidf_lr")}
+
+
+async def test_id_based_concept_has_no_regex(client, auth, labelled_run) -> None:  # noqa: ANN001
+    ids = labelled_run.doc_ids
+    positive = [ids[p] for p, lab in enumerate(labelled_run.labels) if lab == "bronchiolitis:confirmed"]
+    negative = [ids[p] for p, lab in enumerate(labelled_run.labels) if lab == "otitis:confirmed"]
+    resp = await create(client, auth, labelled_run, name="by id", kind="expression", expression="F0 > 0",
+                        examples={"documents": {"positive": positive, "negative": negative}})
+    assert resp.status_code == 201, resp.text
+    b = resp.json()["baselines"]
+    assert b["regex"] is None
+    assert all(0.0 <= b["tfidf_lr"][k] <= 1.0 for k in ("precision", "recall", "f1"))
+
+
+async def test_no_baselines_without_examples(client, auth, labelled_run) -> None:  # noqa: ANN001
+    resp = await create(client, auth, labelled_run, name="bare", kind="expression", expression="F0 > 0")
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["baselines"] is None and resp.json()["metrics"] is None
+
+
+def test_regex_pattern_from_labels() -> None:
+    assert baselines.regex_pattern(["bronchiolitis:confirmed", "bronchiolitis:suspected"]) == "bronchioli"
+    assert baselines.regex_pattern(["acute_otitis_media:x"]) == "acute|otiti|media"
+    assert baselines.regex_pattern(["a.b+c"]) == re.escape("a.b+c")
+    assert baselines.regex_pattern([":x"]) is None
+
+
+async def test_training_split_is_sampled_when_large(client, auth, labelled_run, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(baselines, "MAX_TFIDF_TRAIN", 100)
+    resp = await create(client, auth, labelled_run, name="sampled", kind="probe", examples=CONFIRMED)
+    assert resp.status_code == 201, resp.text
+    tfidf = resp.json()["baselines"]["tfidf_lr"]
+    assert tfidf["n_train"] == 100 and tfidf["sampled"] is True
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_concept_page_shows_words_alone_table(client, auth, labelled_run) -> None:  # noqa: ANN001
+    c = (await create(client, auth, labelled_run, name="probe", kind="probe", examples=CONFIRMED)).json()
+    page = (await client.get(f"/concepts/{c['id']}", headers=auth)).text
+    assert "Words alone, same held-out split" in page
+    table = re.search(r'<table [^>]*id="baselines".*?</table>', page, re.S).group(0)
+    b = c["baselines"]
+    assert "<code>bronchioli</code>" in table
+    for row in (c["metrics"], b["regex"], b["tfidf_lr"]):
+        assert f'<td class="num">{row["f1"]:.3f}</td>' in table
+    assert "|safe" not in Path("web/templates/partials/_concept_metrics.html").read_text()
