@@ -455,6 +455,8 @@ def run(args: argparse.Namespace) -> dict:
                        "seconds": round(sum(s["seconds"] for s in stages.values()), 1),
                        "peak_rss_mib_without_embedding": peak},
             "load_average": [round(x, 2) for x in os.getloadavg()],
+            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                     text=True).stdout.strip(),
             "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
