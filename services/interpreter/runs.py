@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from artifacts import ArtifactStore
+from artifacts.heap import trim_heap
 from contracts.artifacts import ArtifactInfo
 from contracts.interpret import BackendOptions, FeatureInterpretations, InterpretRunPayload, InterpretRunResult
 from contracts.jobs import Progress
@@ -84,6 +85,7 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
             data = "".join(r.model_dump_json() + "\n" for r in found).encode()
             info = store.write_bytes(key, data, kind="interpretations")
             named_now += len(batch)
+            trim_heap()  # a batch's temporaries ([64, N] similarities, label vectors) stay in glibc's arenas otherwise
         shards.append(info)
         records += found
         if on_progress is not None:

@@ -97,3 +97,25 @@ def test_top_contributions_order_and_padding():
     out = top_contributions(rows, w, top=3)
     assert out.tolist() == [[3, 1, 0], [-1, -1, -1]]  # 4.0, 2.0, 0.5; a negative contribution is not a match
     assert sigmoid(np.array([0.0]))[0] == 0.5
+
+
+def test_c_is_chosen_on_a_stratified_sample_and_the_probe_is_fitted_on_all(monkeypatch):
+    import gateway.domain.concepts.probe as probe_mod
+
+    monkeypatch.setattr(probe_mod, "CV_MAX_EXAMPLES", 400)
+    x = sparse_codes(1000, 64, 8, seed=2)
+    y = (x[:, 5].toarray().ravel() > 0).astype(int)
+    xs, ys = probe_mod.cv_sample(x, y, seed=0)
+    assert xs.shape[0] == len(ys) == 400 and abs(ys.mean() - y.mean()) < 0.01
+    assert probe_mod.cv_sample(x[:300], y[:300], seed=0)[0].shape[0] == 300  # under the cap: all of them
+    seen: list[int] = []
+    real = probe_mod.LogisticRegression.fit
+
+    def spy(self, X, Y, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202, N803
+        seen.append(X.shape[0])
+        return real(self, X, Y, *args, **kw)
+
+    monkeypatch.setattr(probe_mod.LogisticRegression, "fit", spy)
+    probe = fit_probe(x, y, seed=0)
+    assert seen[-1] == 1000 and all(n <= 400 for n in seen[:-1])
+    assert probe.coef[0, 5] > 0

@@ -107,6 +107,37 @@ async def test_unknown_job_is_404_and_failures_are_recorded(app, client, auth) -
     assert failed["status"] == "failed" and failed["error"] == "ValueError: the input was wrong"
 
 
+async def test_the_heap_is_trimmed_after_every_job_failed_or_not(app, client, auth, monkeypatch) -> None:  # noqa: ANN001
+    import gateway.domain.jobs.runner as runner
+
+    trims: list[int] = []
+    monkeypatch.setattr(runner, "trim_heap", lambda: trims.append(1) or True)
+
+    async def broken(ctx: JobContext, payload: dict) -> dict:
+        raise ValueError("no")
+
+    HANDLERS["test.broken"] = broken
+    try:
+        ok = await submit(app.state.factory, app.state.runner, kind="test.count", queue="gateway",
+                          payload=CountPayload(n=1, tag=uuid.uuid4().hex))
+        await wait_status(client, auth, ok.id, {"succeeded", "failed"})
+        bad = await submit(app.state.factory, app.state.runner, kind="test.broken", queue="gateway",
+                           payload=CountPayload(n=1, tag=uuid.uuid4().hex))
+        await wait_status(client, auth, bad.id, {"failed", "succeeded"})
+    finally:
+        HANDLERS.pop("test.broken")
+    await asyncio.sleep(0.1)  # the runner trims after recording the status
+    assert len(trims) == 2
+
+
+def test_trim_heap_runs_on_glibc() -> None:
+    import platform
+
+    from artifacts.heap import trim_heap
+
+    assert trim_heap() is (platform.libc_ver()[0] == "glibc")
+
+
 @pytest.mark.redis
 async def test_jobs_through_arq_and_redis(app, client, auth) -> None:  # noqa: ANN001
     """Distributed mode: the gateway enqueues on Redis, a real arq worker runs the job."""

@@ -73,6 +73,17 @@ async def test_stopped_run_resumes_with_identical_results(synthetic):
     assert again == resumed  # result.json: a finished run is not redone
 
 
+@pytest.mark.anyio
+async def test_the_heap_is_trimmed_after_each_batch(synthetic, monkeypatch):
+    import services.interpreter.runs as runs
+
+    store, ref = synthetic
+    trims: list[int] = []
+    monkeypatch.setattr(runs, "trim_heap", lambda: trims.append(1) or True)
+    await name_run(payload(ref, "interp/trimmed"), store, settings=InterpreterSettings(), embed_texts=topic_embed)
+    assert len(trims) == 3  # 8 features, 3 a batch
+
+
 def test_naming_order_is_the_browse_order_and_language_is_found(synthetic):
     store, ref = synthetic
     corpus = load_corpus(store, ref)

@@ -22,6 +22,11 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 # one-standard-error rule would pick, and liblinear crawls there on separable classes.
 CS = np.logspace(-2, 2, 9)
 CV_FOLDS = 5
+CV_MAX_EXAMPLES = 20_000
+"""C is chosen by CV on a stratified sample of at most this many examples; the probe is then fitted
+on all of them. On 200,000 demo notes (bench/e2e.py, 150,000 training documents) the 45 CV fits on
+all of them took 539 s in the request (with a profile running beside it); on 20,000 the fit took 91 s,
+chose the same C (31.6) and gave the same held-out F1 (0.8632, 5,777 features)."""
 PR_POINTS = 101  # the stored precision-recall curve is thinned to at most this many points
 
 
@@ -64,10 +69,20 @@ class FittedProbe(NamedTuple):
         return np.flatnonzero(np.abs(self.coef).sum(0))
 
 
+def cv_sample(x: sp.csr_matrix, y: np.ndarray, *, seed: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """At most CV_MAX_EXAMPLES rows, stratified by y (seeded); all of them when fewer."""
+    if len(y) <= CV_MAX_EXAMPLES:
+        return x, y
+    keep, _ = train_test_split(np.arange(len(y)), train_size=CV_MAX_EXAMPLES, stratify=y, random_state=seed)
+    keep = np.sort(keep)
+    return x[keep], y[keep]
+
+
 def _fit_binary(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray, max_iter: int,
                 one_se: bool) -> tuple[LogisticRegression, float, float, bool]:
     """(model, C, mean CV F1 at C, converged) for y in {0, 1}."""
-    folds = max(min(CV_FOLDS, int(np.bincount(y).min())), 2)
+    x_cv, y_cv = cv_sample(x, y, seed=seed)
+    folds = max(min(CV_FOLDS, int(np.bincount(y_cv).min())), 2)
     cv = LogisticRegressionCV(
         Cs=cs, l1_ratios=(1.0,), solver="liblinear", class_weight="balanced", max_iter=max_iter, scoring="f1",
         cv=StratifiedKFold(folds, shuffle=True, random_state=seed), random_state=seed, refit=False,
@@ -75,7 +90,7 @@ def _fit_binary(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray, m
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        cv.fit(x, y)
+        cv.fit(x_cv, y_cv)
         scores = np.asarray(cv.scores_).reshape(-1, len(cv.Cs_))  # [folds, Cs], Cs ascending
         mean, se = scores.mean(0), scores.std(0, ddof=1) / np.sqrt(scores.shape[0])
         best = int(np.argmax(mean))

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from artifacts import ArtifactStore
+from artifacts.heap import trim_heap
 from contracts.jobs import JobStatus, Progress, dump_job_data, load_job_data
 from gateway.config import GatewaySettings
 from gateway.db import session_scope
@@ -90,6 +91,8 @@ async def execute_job(job_id: str, deps: JobDeps) -> None:
     else:
         await asyncio.to_thread(recorder.succeed, result)
         log.info("job succeeded", extra={"job_id": job_id, "kind": job.kind})
+    finally:
+        trim_heap()  # embedded mode: the server would keep the job's peak for the rest of its life
 
 
 class JobRunner(Protocol):
