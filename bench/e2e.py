@@ -208,8 +208,12 @@ class Distributed(Deployment):
                            extra_env={"PRISMA_EMBEDDER_THREADS": "2", "PRISMA_SAE_THREADS": "2",
                                       "OMP_NUM_THREADS": "2", "PRISMA_EMBEDDER_PRECISION": "auto",
                                       "PRISMA_JOB_LEASE_S": "30", "PRISMA_EMBEDDER_CLAIM_LEASE_S": "60",
-                                      "PRISMA_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)})
-        self.dep.start_all(gateway_workers=1)
+                                      "PYTHONPATH": str(ROOT)})  # INFO logs: the harness waits on them
+        try:
+            self.dep.start_all(gateway_workers=1)
+        except BaseException:
+            self.stop()
+            raise
         self.url, self.key = self.dep.url(), self.dep.api_key
 
     def roles(self) -> dict[str, int]:
