@@ -32,6 +32,8 @@ def shape(node: ast.Node) -> str:
             return f"({shape(left)} OR {shape(right)})"
         case ast.Not(item=item):
             return f"(NOT {shape(item)})"
+        case ast.Segment(item=item):
+            return f"SEG[{shape(item)}]"
     raise AssertionError(node)
 
 

@@ -20,35 +20,21 @@ from gateway.domain.datasets.models import Document
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
 from gateway.search import ast
 from gateway.search.expressions import (
-    ExpressionError, NoSegmentCodes, SearchSpace, SegmentCodes, UnknownLabelError, evaluate, parse,
+    ExpressionError,
+    NoSegmentCodes,
+    SearchSpace,
+    SegmentCodes,
+    UnknownLabelError,
+    evaluate,
+    parse,
 )
 from gateway.search.results import EXCERPT_CHARS
 from gateway.search.space import SEGMENT_CODES_ARTIFACT, SEGMENTS_ARTIFACT, clear_cache
 from tests.search.test_expression_eval import FAMILIES, LABELS, RandomExpressions, naive_condition
+from tests.search.test_expression_grammar import shape
 
 N_DOCS, N_FEATURES, K = 30, 12, 3  # features 0..11 hold every label and family member of LABELS, FAMILIES
 
-
-def shape(node: ast.Node) -> str:
-    """The tree's conditions, fully parenthesised; numbers as their feature or value."""
-    match node:
-        case ast.Segment(item=item):
-            return f"SEG[{shape(item)}]"
-        case ast.And(left=left, right=right):
-            return f"({shape(left)} AND {shape(right)})"
-        case ast.Or(left=left, right=right):
-            return f"({shape(left)} OR {shape(right)})"
-        case ast.Not(item=item):
-            return f"(NOT {shape(item)})"
-        case ast.Compare(op=op, left=left, right=right):
-            return f"({shape(left)} {op} {shape(right)})"
-        case ast.FeatureRef(index=i):
-            return f"F{i}"
-        case ast.LabelRef(label=lab):
-            return f"label[{lab}]"
-        case ast.Num(value=v):
-            return f"{v:g}"
-    return type(node).__name__
 
 
 @pytest.mark.parametrize(("text", "tree"), [
@@ -61,8 +47,8 @@ def shape(node: ast.Node) -> str:
     ("NOT SEGMENT(F1 OR F2)", "(NOT SEG[(F1 OR F2)])"),
     ("(SEGMENT(F1))", "SEG[F1]"),
     ("SEGMENT(F1) AND SEGMENT(F2)", "(SEG[F1] AND SEG[F2])"),
-    ("SEGMENT(0.7*F1 + 0.3*F2 >= 0.5)", "SEG[(Arith >= 0.5)]"),
-    ("SEGMENT(any(F1, family:2) > 0.2)", "SEG[(AnyOf > 0.2)]"),
+    ("SEGMENT(0.7*F1 + 0.3*F2 >= 0.5)", "SEG[(((0.7 * F1) + (0.3 * F2)) >= 0.5)]"),
+    ("SEGMENT(any(F1, family:2) > 0.2)", "SEG[(any(F1,family[2]) > 0.2)]"),
     ("F1 AND\n  SEGMENT(\n F2)", "(F1 AND SEG[F2])"),
 ])
 def test_segment_goes_wherever_a_condition_goes(text: str, tree: str) -> None:
