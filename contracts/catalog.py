@@ -1,9 +1,9 @@
-"""Wire schemas of the gateway's catalogue: datasets, documents, API keys, audit events."""
+"""Wire schemas of the gateway's catalogue: datasets, documents, users, projects, API keys, audit events."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +22,7 @@ class DatasetOut(BaseModel):
     column_mapping: dict[str, Any]
     label_counts: dict[str, int] = Field(description="Documents per label.")
     snapshot_uri: str | None = Field(default=None, description="The immutable Parquet snapshot the services read.")
+    project_id: int = Field(description="The project the dataset (and everything derived from it) belongs to.")
     created_at: datetime
 
 
@@ -55,8 +56,56 @@ class DocumentPage(BaseModel):
                             "(`truncated`), so that a page stays a few megabytes (documents reach 10 MB each).")
 
 
+Role = Literal["admin", "editor", "viewer"]
+AccountName = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+
+
+class UserCreate(BaseModel):
+    name: str = AccountName
+    role: Role = Field(description="viewer: reads; editor: also creates and runs; admin: also manages users, "
+                       "projects, keys and the audit log.")
+
+
+class UserOut(BaseModel):
+    id: int
+    name: str
+    role: Role
+    created_at: datetime
+    projects: list[str] = Field(description="Names of the projects the user is a member of.")
+
+
+class ProjectCreate(BaseModel):
+    name: str = AccountName
+
+
+class ProjectOut(BaseModel):
+    id: int
+    name: str
+    created_at: datetime
+    members: list[str] = Field(description="Names of the member users.")
+
+
+class MemberAdd(BaseModel):
+    user: str = Field(min_length=1, max_length=100, description="The user's name.")
+
+
+class Me(BaseModel):
+    """The caller: its key, user, role, and the projects it sees."""
+
+    key_name: str
+    user: str | None
+    role: Role
+    read_only: bool
+    projects: list[ProjectOut]
+
+
 class ApiKeyCreate(BaseModel):
     name: str = Field(min_length=1, max_length=100, description="Who or what uses the key.")
+    user: str | None = Field(default=None, max_length=100,
+                             description="The user the key belongs to (its role and projects); default: the caller's.")
+    read_only: bool = Field(default=False, description="Reads only, whatever the user's role.")
+    expires_at: datetime | None = Field(default=None, description="Refused from then on (401); none: never. "
+                                        "Without a time zone: UTC.")
 
 
 class ApiKeyOut(BaseModel):
@@ -65,6 +114,9 @@ class ApiKeyOut(BaseModel):
     id: int
     name: str
     prefix: str
+    user_id: int
+    read_only: bool
+    expires_at: datetime | None
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None

@@ -25,6 +25,7 @@ from gateway.dashboard import router as dashboard_router
 from gateway.dashboard.views import login_page_response
 from gateway.db import session_factory
 from gateway.deps import CurrentKey, NotAuthenticated
+from gateway.domain.auth.accounts import AccountError
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs.runner import ArqRunner, InProcessRunner, JobDeps
@@ -146,6 +147,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         locator = f"line {where}, column {exc.extra.get('column')}" if where is not None else None
         return JSONResponse({"detail": exc.message, "field": exc.field, "locator": locator, **exc.extra},
                             status_code=exc.status_code)
+
+    @app.exception_handler(AccountError)
+    async def account_error(_: Request, exc: AccountError) -> JSONResponse:
+        return _error(exc.status_code, exc.message, field=exc.field)
 
     @app.exception_handler(UploadError)
     async def upload_error(_: Request, exc: UploadError) -> JSONResponse:

@@ -1,9 +1,11 @@
-"""`prisma`: serve, migrate, manage keys, import datasets and embeddings, run workers, run the demo."""
+"""`prisma`: serve, migrate, manage users, projects and keys, import datasets and embeddings, run workers,
+run the demo."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +20,11 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 key_app = typer.Typer(help="API keys.", no_args_is_help=True)
 ds_app = typer.Typer(help="Datasets.", no_args_is_help=True)
 emb_app = typer.Typer(help="Embedding runs.", no_args_is_help=True)
+user_app = typer.Typer(help="Users (admin, editor, viewer).", no_args_is_help=True)
+project_app = typer.Typer(help="Projects and their members.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+app.add_typer(user_app, name="user")
+app.add_typer(project_app, name="project")
 app.add_typer(key_app, name="apikey")
 app.add_typer(ds_app, name="datasets")
 app.add_typer(emb_app, name="embeddings")
@@ -62,37 +68,160 @@ def db_downgrade(revision: str) -> None:
     console.print(f"database at revision [bold]{current(settings.sqlalchemy_url)}[/]")
 
 
-def create_api_key(settings: GatewaySettings, name: str) -> str:
+def create_api_key(settings: GatewaySettings, name: str, *, user: str | None = None, read_only: bool = False,
+                   expires_at: datetime | None = None) -> str:
+    """A new key for `user` (default: the built-in administrator, `admin`); returns the plain key."""
     from gateway.db import session_scope
+    from gateway.domain.auth.accounts import user_named
     from gateway.domain.auth.service import create_key
 
     with session_scope(_factory(settings)) as session:
-        _, plain = create_key(session, name=name)
+        owner = user_named(session, user, field="--user") if user else None
+        _, plain = create_key(session, name=name, user=owner, read_only=read_only, expires_at=expires_at)
     return plain
 
 
-@key_app.command("create")
-def apikey_create(name: Annotated[str, typer.Option("--name", help="Who or what uses the key.")]) -> None:
-    """Create an API key and print it (it is shown this once)."""
+def _account_command(action):  # noqa: ANN001, ANN202
+    """Run `action(session)` in one unit of work; a refused request prints its reason and exits 2."""
+    from gateway.db import session_scope
+    from gateway.domain.auth.accounts import AccountError
     from gateway.domain.auth.service import KeyNameTaken
 
     try:
-        plain = create_api_key(get_settings(), name)
-    except (KeyNameTaken, ValueError) as exc:
+        with session_scope(_factory(get_settings())) as session:
+            return action(session)
+    except (AccountError, KeyNameTaken, ValueError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+
+
+@user_app.command("create")
+def user_create(
+    name: Annotated[str, typer.Argument(help="The user's name.")],
+    role: Annotated[str, typer.Option(help="viewer (reads) | editor (also creates and runs) | admin (also manages "
+                                            "users, projects, keys, the audit log)")] = "viewer",
+    project: Annotated[list[str] | None, typer.Option(help="Make the user a member of this project (repeatable).")] = None,
+) -> None:
+    """Create a user (keys are created for a user with `prisma apikey create --user NAME`)."""
+    from gateway.domain.auth import accounts, repo
+
+    def action(session):  # noqa: ANN001, ANN202
+        user = accounts.create_user(session, name=name, role=role)
+        for project_name in project or []:
+            repo.add_membership(session, user_id=user.id, project_id=accounts.project_named(session, project_name).id)
+        return user.id
+
+    console.print(f"user [bold]{name}[/] ({role}) created, id {_account_command(action)}")
+
+
+@user_app.command("list")
+def user_list() -> None:
+    """Users, their roles and projects."""
+    from gateway.domain.auth import repo
+
+    with _factory(get_settings())() as session:
+        projects = {p.id: p.name for p in repo.list_projects(session)}
+        for u in repo.list_users(session):
+            names = ",".join(projects[i] for i in sorted(repo.project_ids_of(session, user_id=u.id)))
+            print(f"{u.id}\t{u.name}\t{u.role}\t{names}")
+
+
+@project_app.command("create")
+def project_create(name: Annotated[str, typer.Argument(help="The project's name.")]) -> None:
+    """Create a project (datasets are uploaded into a project; its members see them)."""
+    from gateway.domain.auth import accounts
+
+    project_id = _account_command(lambda session: accounts.create_project(session, name=name).id)
+    console.print(f"project [bold]{name}[/] created, id {project_id}")
+
+
+@project_app.command("add-member")
+def project_add_member(
+    project: Annotated[str, typer.Argument(help="The project's name.")],
+    user: Annotated[str, typer.Argument(help="The user's name.")],
+) -> None:
+    """Make USER a member of PROJECT."""
+    from gateway.domain.auth import accounts, repo
+
+    _account_command(lambda session: repo.add_membership(
+        session, user_id=accounts.user_named(session, user).id, project_id=accounts.project_named(session, project).id))
+    console.print(f"[bold]{user}[/] is a member of [bold]{project}[/]")
+
+
+@project_app.command("remove-member")
+def project_remove_member(
+    project: Annotated[str, typer.Argument(help="The project's name.")],
+    user: Annotated[str, typer.Argument(help="The user's name.")],
+) -> None:
+    """USER no longer sees PROJECT."""
+    from gateway.domain.auth import accounts, repo
+
+    _account_command(lambda session: repo.remove_membership(
+        session, user_id=accounts.user_named(session, user).id, project_id=accounts.project_named(session, project).id))
+    console.print(f"[bold]{user}[/] is no longer a member of [bold]{project}[/]")
+
+
+@project_app.command("list")
+def project_list() -> None:
+    """Projects and their members."""
+    from gateway.domain.auth import repo
+
+    with _factory(get_settings())() as session:
+        for p in repo.list_projects(session):
+            print(f"{p.id}\t{p.name}\t{','.join(u.name for u in repo.members_of(session, project_id=p.id))}")
+
+
+@key_app.command("create")
+def apikey_create(
+    name: Annotated[str, typer.Option("--name", help="Who or what uses the key.")],
+    user: Annotated[str | None, typer.Option(help="The user the key belongs to (default: admin).")] = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="The key only reads, whatever the user's role.")] = False,
+    expires: Annotated[datetime | None, typer.Option(help="Refused from this time on (UTC), e.g. 2027-01-31.")] = None,
+) -> None:
+    """Create an API key and print it (it is shown this once)."""
+    from gateway.domain.auth.accounts import AccountError
+    from gateway.domain.auth.service import KeyNameTaken
+
+    try:
+        plain = create_api_key(get_settings(), name, user=user, read_only=read_only, expires_at=expires)
+    except (AccountError, KeyNameTaken, ValueError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     print(plain)
 
 
+@key_app.command("revoke")
+def apikey_revoke(key: Annotated[str, typer.Argument(help="The key's id or name.")]) -> None:
+    """Revoke a key: it is refused from now on (its dashboard sessions with it)."""
+    from gateway.domain.auth import repo
+    from gateway.domain.auth.accounts import AccountError
+    from gateway.domain.auth.models import ApiKey
+    from gateway.domain.auth.service import audit
+
+    def action(session):  # noqa: ANN001, ANN202
+        row = session.get(ApiKey, int(key)) if key.isdigit() and len(key) < 10 else None
+        row = row or repo.key_by_name(session, name=key)
+        if row is None:
+            raise AccountError(f"no API key {key!r}", field="key", status_code=404)
+        repo.revoke_key(session, key=row)
+        audit(session, None, "apikey.revoke", target_type="api_key", target_id=row.id)
+        return row.name
+
+    console.print(f"API key [bold]{_account_command(action)}[/] revoked")
+
+
 @key_app.command("list")
 def apikey_list() -> None:
-    """List API keys (never the keys themselves)."""
+    """List API keys (never the keys themselves): id, name, prefix, user, state, read-only, expiry, created."""
     from gateway.domain.auth import repo
 
     with _factory(get_settings())() as session:
+        users = {u.id: u.name for u in repo.list_users(session)}
         for k in repo.list_keys(session):
             state = "revoked" if k.revoked_at else "active"
-            print(f"{k.id}\t{k.name}\t{k.prefix}\t{state}\t{k.created_at:%Y-%m-%d %H:%M}")
+            expiry = f"{k.expires_at:%Y-%m-%d %H:%M}" if k.expires_at else "-"
+            print(f"{k.id}\t{k.name}\t{k.prefix}\t{users.get(k.user_id, '?')}\t{state}\t"
+                  f"{'read-only' if k.read_only else 'read-write'}\t{expiry}\t{k.created_at:%Y-%m-%d %H:%M}")
 
 
 @ds_app.command("import")
@@ -103,17 +232,22 @@ def datasets_import(
     text_column: Annotated[str, typer.Option(help="Column or key with the text.")] = "text",
     id_column: Annotated[str | None, typer.Option(help="Column or key with the external id.")] = None,
     label_columns: Annotated[str | None, typer.Option(help="Comma-separated label columns.")] = None,
+    project: Annotated[str | None, typer.Option(help="The project the dataset belongs to (default: 'default').")] = None,
 ) -> None:
     """Import FILE as a dataset, with a progress bar; all documents or none."""
+    from gateway.domain.auth import accounts
+
     settings = get_settings()
+    project_id = _account_command(lambda session: accounts.project_named(session, project).id) if project else None
     ds = import_file(settings, file, name=name, fmt=format, text_column=text_column, id_column=id_column,
-                     label_columns=label_columns)
+                     label_columns=label_columns, project_id=project_id)
     console.print(f"dataset [bold]{ds.id}[/] '{ds.name}': {ds.n_documents:,} documents")
 
 
 def import_file(
     settings: GatewaySettings, file: Path, *, name: str | None = None, fmt: str | None = None,
     text_column: str = "text", id_column: str | None = None, label_columns: str | None = None,
+    project_id: int | None = None,
 ):  # noqa: ANN201
     from artifacts import ArtifactStore
     from contracts.datasets import ColumnMapping
@@ -130,7 +264,8 @@ def import_file(
     work = settings.uploads_dir / f"cli-{file.name}"
     shutil.copyfile(file, work)
     limits = ImportLimits(settings.max_document_bytes, settings.max_upload_bytes, settings.import_batch_size)
-    req = ImportRequest(path=work, filename=file.name, name=name, declared_format=fmt, mapping=mapping, upload_size=size)
+    req = ImportRequest(path=work, filename=file.name, name=name, declared_format=fmt, mapping=mapping, upload_size=size,
+                        project_id=project_id)
     columns = [TextColumn("[bold]importing"), BarColumn(), TextColumn("{task.fields[docs]:,} docs"), TimeRemainingColumn()]
     try:
         with Progress(*columns, console=console, transient=True) as bar:

@@ -2,7 +2,7 @@
 
 from gateway.db import Base
 from gateway.domain.artifacts.models import Artifact
-from gateway.domain.auth.models import ApiKey, AuditEvent
+from gateway.domain.auth.models import ApiKey, AuditEvent, Membership, Project, User
 from gateway.domain.concepts.models import Concept
 from gateway.domain.datasets.models import Dataset, Document
 from gateway.domain.features.models import Family, FamilyMember, Feature, Interpretation
@@ -11,5 +11,5 @@ from gateway.domain.runs.models import EmbeddingRun, SaeRun
 
 __all__ = [
     "ApiKey", "Artifact", "AuditEvent", "Base", "Concept", "Dataset", "Document", "EmbeddingRun",
-    "Family", "FamilyMember", "Feature", "Interpretation", "Job", "SaeRun",
+    "Family", "FamilyMember", "Feature", "Interpretation", "Job", "Membership", "Project", "SaeRun", "User",
 ]

@@ -1,19 +1,17 @@
 """The HTMX dashboard (HTML pages and fragments)."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from gateway.dashboard.concept_pages import router as concept_pages
 from gateway.dashboard.feature_examples import router as feature_examples
 from gateway.dashboard.pages import public, router as private
 from gateway.dashboard.sae_pages import router as sae_pages
 from gateway.dashboard.search_pages import router as search_pages
+from gateway.dashboard.views import dashboard_access
 
 router = APIRouter()
 router.include_router(public)
-router.include_router(private)
-router.include_router(sae_pages)
-router.include_router(feature_examples)
-router.include_router(search_pages)
-router.include_router(concept_pages)
+for pages in (private, sae_pages, feature_examples, search_pages, concept_pages):
+    router.include_router(pages, dependencies=[Depends(dashboard_access)])  # role and project, as the API
 
 __all__ = ["router"]

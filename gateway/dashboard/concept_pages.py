@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 
 from gateway.dashboard.charts import Series, line_chart_svg
-from gateway.dashboard.views import check_csrf, render
+from gateway.dashboard.views import check_csrf, render, shown_projects
 from gateway.db import session_scope
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
 from gateway.domain.concepts import repo
@@ -53,7 +53,7 @@ def apply_context(session: SessionDep, concept: Concept) -> dict[str, Any]:
 @router.get("/concepts", response_class=HTMLResponse)
 def concepts_page(request: Request, session: SessionDep,
                   sae_run_id: Annotated[int | None, Query()] = None) -> Response:
-    rows, total = repo.list_concepts(session, sae_run_id=sae_run_id)
+    rows, total = repo.list_concepts(session, sae_run_id=sae_run_id, project_ids=shown_projects(request))
     return render(request, "pages/concepts.html", {"concepts": [concept_summary(c) for c in rows], "total": total,
                                                    "sae_run_id": sae_run_id})
 

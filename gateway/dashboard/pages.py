@@ -24,7 +24,7 @@ from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.jobs import repo as job_repo
 from contracts.jobs import JobOut
 from gateway.domain.jobs.service import to_out
-from gateway.dashboard.views import Pager, check_csrf, login_page_response, render
+from gateway.dashboard.views import Pager, check_csrf, login_page_response, render, shown_projects
 from gateway.uploads import UploadError
 
 public = APIRouter(include_in_schema=False)
@@ -66,9 +66,20 @@ def logout(request: Request, session: SessionDep, principal: CurrentUser,
     return RedirectResponse("/login", status_code=status.HTTP_303_SEE_OTHER)
 
 
+@router.post("/project")
+def switch_project(request: Request, _: CurrentUser, project_id: Annotated[int, Form()],
+                   csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Make another of the user's projects the current one (its datasets, concepts and jobs are listed)."""
+    check_csrf(request, csrf_token)
+    if project_id not in {p.id for p in request.state.projects}:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"project {project_id} not found")
+    request.session["project"] = project_id
+    return RedirectResponse("/datasets", status_code=status.HTTP_303_SEE_OTHER)
+
+
 @router.get("/datasets", response_class=HTMLResponse)
 def datasets_page(request: Request, session: SessionDep, _: CurrentUser) -> Response:
-    rows, total = dataset_repo.list_datasets(session, limit=200, offset=0)
+    rows, total = dataset_repo.list_datasets(session, limit=200, offset=0, project_ids=shown_projects(request))
     return render(request, "pages/datasets.html", {"datasets": rows, "total": total})
 
 
@@ -103,7 +114,7 @@ def dataset_page(
 
 @router.get("/jobs", response_class=HTMLResponse)
 def jobs_page(request: Request, session: SessionDep, _: CurrentUser) -> Response:
-    rows, total = job_repo.list_jobs(session, limit=100, offset=0)
+    rows, total = job_repo.list_jobs(session, limit=100, offset=0, project_ids=shown_projects(request))
     jobs = [to_out(j) for j in rows]
     active = any(j.status in ("queued", "running") for j in jobs)
     template = "partials/_jobs.html" if request.headers.get("hx-request") else "pages/jobs.html"

@@ -7,10 +7,19 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from fastapi import HTTPException, Request, status
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
+from sqlalchemy.orm import Session
 from starlette.responses import Response
+
+from gateway.authz import check_access
+from gateway.deps import SessionDep, require_login
+from gateway.domain.auth import repo as auth_repo
+from gateway.domain.auth.accounts import DEFAULT_PROJECT
+from gateway.domain.auth.service import Principal
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "web" / "templates"
 templates = Jinja2Templates(directory=TEMPLATES_DIR)  # autoescape is on for .html
@@ -36,8 +45,35 @@ def check_csrf(request: Request, form_token: str | None = None) -> None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail="CSRF token missing or wrong; reload the page")
 
 
+def choose_project(request: Request, session: Session, principal: Principal) -> None:
+    """The dashboard's current project (the one chosen in this session, else `default`, else the first
+    the user sees) and the others it may switch to, kept on `request.state` for pages and templates."""
+    with session.no_autoflush:  # the key's pending last use must not take SQLite's write lock now
+        projects = auth_repo.list_projects(session, ids=principal.project_ids)
+    chosen = request.session.get("project")
+    current = (next((p for p in projects if p.id == chosen), None)
+               or next((p for p in projects if p.name == DEFAULT_PROJECT), None) or (projects[0] if projects else None))
+    request.state.project, request.state.projects = current, projects
+
+
+def dashboard_access(request: Request, session: SessionDep,
+                     principal: Annotated[Principal, Depends(require_login)]) -> None:
+    """Every private page: the API's policy (`gateway.authz`), then the current project."""
+    check_access(request, session, principal)
+    choose_project(request, session, principal)
+
+
+def shown_projects(request: Request) -> frozenset[int]:
+    """What a dashboard list shows: the current project's (nothing for a user who has none)."""
+    project = getattr(request.state, "project", None)
+    return frozenset({project.id}) if project is not None else frozenset()
+
+
 def render(request: Request, template: str, context: dict[str, Any] | None = None, *, status_code: int = 200) -> Response:
-    ctx = {"csrf_token": csrf_token(request), "principal": getattr(request.state, "principal", None)}
+    principal = getattr(request.state, "principal", None)
+    ctx = {"csrf_token": csrf_token(request), "principal": principal,
+           "can_write": bool(principal and principal.can_write), "project": getattr(request.state, "project", None),
+           "projects": getattr(request.state, "projects", [])}
     ctx.update(context or {})
     return templates.TemplateResponse(request, template, ctx, status_code=status_code)
 

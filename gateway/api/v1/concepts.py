@@ -35,10 +35,11 @@ async def new_concept(body: ConceptCreate, request: Request, principal: CurrentK
 
 
 @router.get("", response_model=ConceptList)
-def list_concepts(session: SessionDep, _: CurrentKey, sae_run_id: Annotated[int | None, Query()] = None,
+def list_concepts(session: SessionDep, principal: CurrentKey, sae_run_id: Annotated[int | None, Query()] = None,
                   limit: Annotated[int, Query(ge=1, le=500)] = 200,
                   offset: Annotated[int, Query(ge=0)] = 0) -> ConceptList:
-    rows, total = repo.list_concepts(session, sae_run_id=sae_run_id, limit=limit, offset=offset)
+    rows, total = repo.list_concepts(session, sae_run_id=sae_run_id, limit=limit, offset=offset,
+                                     project_ids=principal.project_ids)
     return ConceptList(items=[concept_summary(c) for c in rows], total=total)
 
 

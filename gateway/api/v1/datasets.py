@@ -13,6 +13,7 @@ from contracts.catalog import DatasetOut, DatasetPage, DocumentOut, DocumentPage
 from contracts.datasets import ColumnMapping
 from gateway.deps import CurrentKey, DatasetDep, RequestId, SessionDep, SettingsDep, StoreDep
 from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.auth.accounts import project_for_upload
 from gateway.domain.datasets import repo
 from gateway.domain.datasets.models import Dataset, Document
 from gateway.domain.datasets.service import ImportLimits, ImportRequest, delete_dataset, import_dataset
@@ -31,6 +32,8 @@ UPLOAD_BODY = {
                     "properties": {
                         "file": {"type": "string", "format": "binary", "description": "CSV, JSONL, or a zip of .txt files"},
                         "name": {"type": "string"},
+                        "project": {"type": "string", "description": "The project's name or id (default: the "
+                                    "caller's only project, else `default`)"},
                         "description": {"type": "string"},
                         "format": {"type": "string", "enum": ["csv", "jsonl", "zip"]},
                         "mapping": {"type": "string", "description": "JSON ColumnMapping, e.g. {\"text\": \"note\"}"},
@@ -118,7 +121,11 @@ async def receive_and_import(request: Request, settings, store, principal, rid) 
     upload = await receive_upload(request, tmp_dir=settings.uploads_dir, max_bytes=settings.max_upload_bytes)
     try:
         mapping = mapping_from_form(upload.fields)
+        with request.app.state.factory() as session:
+            project_id = project_for_upload(session, principal, upload.fields.get("project")).id
+            session.commit()  # the `default` project, when an admin's upload made it
         req = ImportRequest(
+            project_id=project_id,
             path=upload.file_path, filename=upload.filename, name=upload.fields.get("name") or None,
             description=upload.fields.get("description") or None, declared_format=upload.fields.get("format") or None,
             mapping=mapping, upload_size=upload.size,
@@ -147,10 +154,11 @@ async def create_dataset(
 
 @router.get("", response_model=DatasetPage)
 def list_datasets(
-    session: SessionDep, _: CurrentKey,
+    session: SessionDep, principal: CurrentKey,
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> DatasetPage:
-    rows, total = repo.list_datasets(session, limit=limit, offset=offset)
+    """The datasets of the caller's projects (every one for an administrator), newest first."""
+    rows, total = repo.list_datasets(session, limit=limit, offset=offset, project_ids=principal.project_ids)
     return DatasetPage(items=[dataset_out(session, d) for d in rows], total=total, limit=limit, offset=offset)
 
 

@@ -18,12 +18,13 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 @router.get("", response_model=JobPage)
 def list_jobs(
-    session: SessionDep, _: CurrentKey,
+    session: SessionDep, principal: CurrentKey,
     status_: Annotated[JobStatus | None, Query(alias="status")] = None,
     kind: Annotated[str | None, Query(max_length=50)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobPage:
-    rows, total = repo.list_jobs(session, limit=limit, offset=offset, status=status_.value if status_ else None, kind=kind)
+    rows, total = repo.list_jobs(session, limit=limit, offset=offset, status=status_.value if status_ else None,
+                                 kind=kind, project_ids=principal.project_ids)
     return JobPage(items=[to_out(j) for j in rows], total=total)
 
 

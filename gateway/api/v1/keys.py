@@ -1,4 +1,4 @@
-"""/api/v1/api-keys and /api/v1/audit-events."""
+"""/api/v1/api-keys and /api/v1/audit-events (administrators only: `gateway.authz`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from fastapi import APIRouter, HTTPException, Query, status
 from contracts.catalog import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, AuditEventOut, ErrorOut
 from gateway.deps import CurrentKey, RequestId, SessionDep
 from gateway.domain.auth import repo
-from gateway.domain.auth.models import ApiKey
+from gateway.domain.auth.accounts import user_named
+from gateway.domain.auth.models import ApiKey, User
 from gateway.domain.auth.service import KeyNameTaken, audit, create_key
 
 router = APIRouter(tags=["auth"])
@@ -22,9 +23,14 @@ def list_keys(session: SessionDep, _: CurrentKey) -> list[ApiKeyOut]:
 
 @router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED, responses={409: {"model": ErrorOut}})
 def new_key(body: ApiKeyCreate, session: SessionDep, principal: CurrentKey, rid: RequestId) -> ApiKeyCreated:
-    """Create a key; the response holds the key itself, shown only this once."""
+    """Create a key for `user` (default: the caller's own user), read-only or not, expiring or not;
+    the response holds the key itself, shown only this once."""
+    owner = user_named(session, body.user) if body.user else None
+    if owner is None and principal.user_id is not None:
+        owner = session.get(User, principal.user_id)
     try:
-        key, plain = create_key(session, name=body.name)
+        key, plain = create_key(session, name=body.name, user=owner, read_only=body.read_only,
+                                expires_at=body.expires_at)
     except KeyNameTaken as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
     audit(session, principal, "apikey.create", target_type="api_key", target_id=key.id, request_id=rid)

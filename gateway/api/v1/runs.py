@@ -65,10 +65,11 @@ async def import_embeddings(request: Request, principal: CurrentKey, rid: Reques
 
 @router.get("", response_model=EmbeddingRunPage)
 def list_runs(
-    session: SessionDep, _: CurrentKey, dataset_id: Annotated[int | None, Query()] = None,
+    session: SessionDep, principal: CurrentKey, dataset_id: Annotated[int | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> EmbeddingRunPage:
-    rows, total = repo.list_embedding_runs(session, limit=limit, offset=offset, dataset_id=dataset_id)
+    rows, total = repo.list_embedding_runs(session, limit=limit, offset=offset, dataset_id=dataset_id,
+                                           project_ids=principal.project_ids)
     return EmbeddingRunPage(items=[EmbeddingRunOut.model_validate(r) for r in rows], total=total)
 
 

@@ -86,10 +86,11 @@ async def import_sae(request: Request, principal: CurrentKey, rid: RequestId) ->
 
 @router.get("", response_model=SaeRunList)
 def list_sae_runs(
-    session: SessionDep, _: CurrentKey, embedding_run_id: Annotated[int | None, Query()] = None,
+    session: SessionDep, principal: CurrentKey, embedding_run_id: Annotated[int | None, Query()] = None,
     sweep_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> SaeRunList:
-    runs = repo.list_sae_runs(session, embedding_run_id=embedding_run_id, sweep_id=sweep_id)
+    runs = repo.list_sae_runs(session, embedding_run_id=embedding_run_id, sweep_id=sweep_id,
+                              project_ids=principal.project_ids)
     return SaeRunList(items=[run_summary(r) for r in runs], total=len(runs))
 
 

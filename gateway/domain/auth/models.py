@@ -1,14 +1,48 @@
-"""API keys (hashed at rest) and the audit trail of writes."""
+"""Users, projects and their memberships; API keys (hashed at rest, each a user's); the audit trail."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import ForeignKey, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gateway.db import Base, utcnow
+
+
+ROLES = ("admin", "editor", "viewer")
+"""A viewer reads; an editor also creates and runs; an admin also manages users, projects, keys and the audit log."""
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(10), comment="admin | editor | viewer")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Project(Base):
+    """Datasets belong to a project, and so does everything derived from them."""
+
+    __tablename__ = "projects"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Membership(Base):
+    """A user may see (viewer) or also change (editor) the datasets of the projects they belong to."""
+
+    __tablename__ = "memberships"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True,
+                                            index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class ApiKey(Base):
@@ -16,6 +50,10 @@ class ApiKey(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    read_only: Mapped[bool] = mapped_column(default=False, server_default=false(),
+                                            comment="Reads only, whatever the user's role.")
+    expires_at: Mapped[datetime | None] = mapped_column(comment="Refused from then on (401); none: never.")
     prefix: Mapped[str] = mapped_column(String(16), unique=True, comment="Public part of the key, for lookup.")
     key_hash: Mapped[str] = mapped_column(String(64), comment="SHA-256 of the whole key, hex.")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -10,14 +10,14 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from gateway.db import utcnow
 from gateway.domain.auth import repo
-from gateway.domain.auth.models import ApiKey
+from gateway.domain.auth.models import ApiKey, User
 
 KEY_SCHEME = "prisma"
 LAST_USED_GRANULARITY = timedelta(minutes=1)
@@ -27,10 +27,41 @@ write on every request would make concurrent requests with one key queue on that
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the key's id and name (the actor of audit events)."""
+    """Who is calling: the key's id and name (the actor of audit events), its user's role, and the
+    projects it may see. The command line and the demo act as `Principal(None, name)`: an administrator."""
 
     key_id: int | None
     name: str
+    role: str = "admin"
+    read_only: bool = False
+    project_ids: frozenset[int] | None = None
+    """The projects whose datasets (and what derives from them) this caller sees; None: every one (admins)."""
+    user_id: int | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    @property
+    def can_write(self) -> bool:
+        """Create, run, change, delete: an editor or an admin, with a key that is not read-only."""
+        return self.role in ("admin", "editor") and not self.read_only
+
+    def sees(self, project_id: int | None) -> bool:
+        return self.project_ids is None or project_id in self.project_ids
+
+
+def principal_of(session: Session, key: ApiKey) -> Principal:
+    """The caller a key stands for: its user's role and projects (every project for an admin)."""
+    user = session.get(User, key.user_id)
+    role = user.role if user is not None else "viewer"
+    projects = None if role == "admin" else frozenset(repo.project_ids_of(session, user_id=key.user_id))
+    return Principal(key_id=key.id, name=key.name, role=role, read_only=key.read_only, project_ids=projects,
+                     user_id=key.user_id)
+
+
+def key_is_live(key: ApiKey | None, now: datetime) -> bool:
+    return key is not None and key.revoked_at is None and (key.expires_at is None or key.expires_at > now)
 
 
 class KeyNameTaken(ValueError):
@@ -52,16 +83,28 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_key(session: Session, *, name: str) -> tuple[ApiKey, str]:
-    """Create a key; returns the row and the plain key, which is never stored."""
+def create_key(
+    session: Session, *, name: str, user: User | None = None, read_only: bool = False,
+    expires_at: datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key for `user` (default: the built-in administrator, `admin`); returns the row and
+    the plain key, which is never stored."""
+    from gateway.domain.auth.accounts import AccountError, admin_user
+
     name = name.strip()
     if not name:
         raise ValueError("name: must not be empty")
     if repo.key_by_name(session, name=name) is not None:
         raise KeyNameTaken(f"name: an API key named {name!r} already exists")
+    if expires_at is not None and expires_at.tzinfo is not None:
+        expires_at = expires_at.astimezone(UTC).replace(tzinfo=None)  # stored naive, in UTC, as every time here
+    if expires_at is not None and expires_at <= utcnow():
+        raise AccountError("expires_at: must be in the future", field="expires_at")
+    owner = user if user is not None else admin_user(session)
     prefix = secrets.token_hex(6)
     plain = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
-    key = repo.add_key(session, name=name, prefix=prefix, key_hash=hash_key(plain))
+    key = repo.add_key(session, name=name, prefix=prefix, key_hash=hash_key(plain), user_id=owner.id,
+                       read_only=read_only, expires_at=expires_at)
     repo.add_audit_event(session, actor=name, action="apikey.create", target_type="api_key", target_id=key.id)
     return key, plain
 
@@ -84,12 +127,13 @@ def start_session(session: Session, principal: Principal, *, max_age_s: int) -> 
 def session_principal(session: Session, token: str) -> Principal | None:
     """The principal of a live dashboard session, or None (logged out, expired, or its key revoked)."""
     row = repo.get_dashboard_session(session, token_hash=hash_key(token))
-    if row is None or row.expires_at <= utcnow():
+    now = utcnow()
+    if row is None or row.expires_at <= now:
         return None
     key = session.get(ApiKey, row.api_key_id)
-    if key is None or key.revoked_at is not None:
+    if not key_is_live(key, now):
         return None
-    return Principal(key_id=key.id, name=key.name)
+    return principal_of(session, key)
 
 
 def end_session(session: Session, token: str) -> None:
@@ -99,7 +143,7 @@ def end_session(session: Session, token: str) -> None:
 
 
 def verify_key(session: Session, plain: str) -> Principal | None:
-    """The principal for a presented key, or None (unknown, malformed, or revoked)."""
+    """The principal for a presented key, or None (unknown, malformed, revoked or expired)."""
     parts = plain.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_SCHEME:
         return None
@@ -107,6 +151,9 @@ def verify_key(session: Session, plain: str) -> Principal | None:
     if key is None or not hmac.compare_digest(key.key_hash, hash_key(plain)):
         return None
     now = utcnow()
+    if not key_is_live(key, now):
+        return None
+    principal = principal_of(session, key)
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_GRANULARITY:
-        key.last_used_at = now
-    return Principal(key_id=key.id, name=key.name)
+        key.last_used_at = now  # flushed with the request's unit of work, not by the reads before it
+    return principal

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from gateway.domain.concepts.models import Concept
 from gateway.domain.datasets.models import Document
+from gateway.domain.runs.repo import sae_runs_of
 
 IN_BATCH = 1000  # bounded IN lists
 
@@ -32,8 +33,12 @@ def find_concept(session: Session, *, sae_run_id: int, name: str) -> Concept | N
 
 
 def list_concepts(session: Session, *, sae_run_id: int | None = None, limit: int = 200,
-                  offset: int = 0) -> tuple[list[Concept], int]:
+                  offset: int = 0, project_ids: frozenset[int] | None = None) -> tuple[list[Concept], int]:
+    """A page of concepts, newest first; only those on datasets of `project_ids` when given."""
     stmt, count = select(Concept), select(func.count()).select_from(Concept)
+    if project_ids is not None:
+        mine = Concept.sae_run_id.in_(sae_runs_of(project_ids))
+        stmt, count = stmt.where(mine), count.where(mine)
     if sae_run_id is not None:
         stmt, count = stmt.where(Concept.sae_run_id == sae_run_id), count.where(Concept.sae_run_id == sae_run_id)
     rows = session.scalars(stmt.order_by(Concept.id.desc()).limit(limit).offset(offset))

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from contracts.concepts import ConceptCreate, Examples
 from gateway.db import session_scope, utcnow
+from gateway.domain.auth.scope import visible
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.baselines import compute_baselines
@@ -158,6 +159,9 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
 
 async def create_concept(app_state: Any, body: ConceptCreate, principal: Principal, request_id: str | None) -> int:
     """Validate, evaluate (or train and evaluate), store; returns the new concept's id."""
+    with session_scope(app_state.factory) as session:
+        if not visible(session, principal, "sae_run", body.sae_run_id):  # another project's: as if missing
+            raise ConceptInputError(f"sae_run_id: SAE run {body.sae_run_id} does not exist", field="sae_run_id")
     fields = await asyncio.to_thread(_build, app_state, body)
     with session_scope(app_state.factory) as session:
         concept = repo.add_concept(

@@ -25,6 +25,8 @@ class Dataset(Base):
     column_mapping: Mapped[dict[str, Any]] = mapped_column(default=dict)
     label_counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
     snapshot_artifact_id: Mapped[int | None] = mapped_column(ForeignKey("artifacts.id", ondelete="SET NULL"))
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="RESTRICT"), index=True,
+                                            comment="Who may see the dataset and everything derived from it.")
     created_by_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

@@ -21,9 +21,14 @@ def get_dataset(session: Session, *, dataset_id: int) -> Dataset | None:
     return session.get(Dataset, dataset_id)
 
 
-def list_datasets(session: Session, *, limit: int, offset: int) -> tuple[list[Dataset], int]:
-    total = session.scalar(select(func.count()).select_from(Dataset)) or 0
-    rows = session.scalars(select(Dataset).order_by(Dataset.id.desc()).limit(limit).offset(offset))
+def list_datasets(session: Session, *, limit: int, offset: int,
+                  project_ids: frozenset[int] | None = None) -> tuple[list[Dataset], int]:
+    """A page of datasets, newest first; only those of `project_ids` when given."""
+    stmt, count = select(Dataset), select(func.count()).select_from(Dataset)
+    if project_ids is not None:
+        stmt, count = stmt.where(Dataset.project_id.in_(project_ids)), count.where(Dataset.project_id.in_(project_ids))
+    total = session.scalar(count) or 0
+    rows = session.scalars(stmt.order_by(Dataset.id.desc()).limit(limit).offset(offset))
     return list(rows), total
 
 

@@ -21,6 +21,7 @@ from artifacts import ArtifactStore
 from contracts.datasets import ColumnMapping
 from gateway.db import session_scope
 from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.auth.accounts import default_project
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo
 from gateway.domain.datasets.models import Dataset
@@ -40,6 +41,8 @@ class ImportRequest:
     declared_format: str | None = None
     mapping: ColumnMapping = field(default_factory=ColumnMapping)
     upload_size: int = 0
+    project_id: int | None = None
+    """The project the dataset belongs to (None: the `default` project)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ def import_dataset(
                 source_filename=req.filename,
                 size_bytes=req.upload_size,
                 column_mapping=req.mapping.model_dump(),
+                project_id=req.project_id if req.project_id is not None else default_project(session).id,
                 created_by_key_id=principal.key_id if principal else None,
             )
             stats = _load_documents(session, ds, req, fmt, limits, snapshot_tmp, on_progress)

@@ -29,6 +29,8 @@ class Job(Base):
     message: Mapped[str | None] = mapped_column(String(300))
     attempts: Mapped[int] = mapped_column(default=0)
     cancel_requested: Mapped[bool] = mapped_column(default=False)
+    project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True,
+                                                   comment="The project of the dataset the job works on.")
     created_by_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]

@@ -13,10 +13,14 @@ def get_job(session: Session, *, job_id: str) -> Job | None:
 
 
 def list_jobs(
-    session: Session, *, limit: int, offset: int, status: str | None = None, kind: str | None = None
+    session: Session, *, limit: int, offset: int, status: str | None = None, kind: str | None = None,
+    project_ids: frozenset[int] | None = None,
 ) -> tuple[list[Job], int]:
+    """A page of jobs, newest first; only those of `project_ids` when given."""
     stmt = select(Job)
     count = select(func.count()).select_from(Job)
+    if project_ids is not None:
+        stmt, count = stmt.where(Job.project_id.in_(project_ids)), count.where(Job.project_id.in_(project_ids))
     if status:
         stmt, count = stmt.where(Job.status == status), count.where(Job.status == status)
     if kind:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from contracts.jobs import TERMINAL, JobOut, JobStatus, Progress, deterministic_job_id
 from gateway.db import session_scope, utcnow
+from gateway.domain.auth.scope import job_project
 from gateway.domain.jobs import repo
 from gateway.domain.jobs.models import Job
 
@@ -36,11 +37,12 @@ def create_or_get(
     job_id = deterministic_job_id(kind, payload)
     job = repo.get_job(session, job_id=job_id)
     if job is None:
+        data = payload.model_dump(mode="json")
         job = repo.add_job(
             session,
             job=Job(
-                id=job_id, kind=kind, queue=queue, status=JobStatus.queued.value,
-                payload=payload.model_dump(mode="json"), created_by_key_id=created_by_key_id,
+                id=job_id, kind=kind, queue=queue, status=JobStatus.queued.value, payload=data,
+                project_id=job_project(session, kind, data), created_by_key_id=created_by_key_id,
             ),
         )
         return job, True

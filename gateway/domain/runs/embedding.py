@@ -45,7 +45,7 @@ async def create_embedding_run(app_state: Any, body: EmbeddingRunCreate, princip
     spec_json = spec.model_dump(mode="json")
     with session_scope(app_state.factory) as session:
         ds = dataset_repo.get_dataset(session, dataset_id=body.dataset_id)
-        if ds is None:
+        if ds is None or not principal.sees(ds.project_id):  # another project's: as if it did not exist
             raise RunInputError(f"dataset_id: dataset {body.dataset_id} does not exist", field="dataset_id")
         if ds.n_documents == 0 or ds.snapshot_artifact_id is None:
             raise RunInputError(f"dataset_id: dataset {body.dataset_id} has no documents", field="dataset_id")

@@ -101,7 +101,7 @@ async def import_embedding_run(app_state: Any, req: ImportRequest, principal: Pr
     if size > settings.max_upload_bytes:
         raise RunInputError(f"file: {size:,} bytes is over the {settings.max_upload_bytes:,}-byte upload limit",
                             field="file", status_code=413)
-    keys = await asyncio.to_thread(dataset_keys, app_state.factory, app_state.store, req.dataset_id)
+    keys = await asyncio.to_thread(dataset_keys, app_state.factory, app_state.store, req.dataset_id, principal)
     settings.uploads_dir.mkdir(parents=True, exist_ok=True)
     work = settings.uploads_dir / f"vectors-{uuid.uuid4().hex}.npy"
     try:
@@ -121,11 +121,12 @@ async def import_embedding_run(app_state: Any, req: ImportRequest, principal: Pr
     return run
 
 
-def dataset_keys(factory: Any, store: ArtifactStore, dataset_id: int) -> DatasetKeys:
-    """The dataset's ids in position order, read from its snapshot; 422 when it has no documents."""
+def dataset_keys(factory: Any, store: ArtifactStore, dataset_id: int, principal: Principal | None = None) -> DatasetKeys:
+    """The dataset's ids in position order, read from its snapshot; 422 when it has no documents, or
+    when `principal` does not see it (as if it did not exist)."""
     with session_scope(factory) as session:
         ds = dataset_repo.get_dataset(session, dataset_id=dataset_id)
-        if ds is None:
+        if ds is None or (principal is not None and not principal.sees(ds.project_id)):
             raise RunInputError(f"dataset_id: dataset {dataset_id} does not exist", field="dataset_id")
         if ds.n_documents == 0 or ds.snapshot_artifact_id is None:
             raise RunInputError(f"dataset_id: dataset {dataset_id} has no documents", field="dataset_id")

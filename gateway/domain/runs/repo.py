@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from contracts.embed import EmbeddingRunSpec
+from gateway.domain.datasets.models import Dataset
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
 
 
@@ -33,13 +34,32 @@ def find_embedding_run(session: Session, *, dataset_id: int, spec: dict[str, Any
                  if EmbeddingRunSpec.model_validate(r.spec).model_dump(mode="json") == spec), None)
 
 
+def _datasets_of(project_ids: frozenset[int]) -> Select:
+    return select(Dataset.id).where(Dataset.project_id.in_(project_ids))
+
+
+def embedding_runs_of(project_ids: frozenset[int]) -> Select:
+    """The ids of the embedding runs on the datasets of `project_ids` (a subquery)."""
+    return select(EmbeddingRun.id).where(EmbeddingRun.dataset_id.in_(_datasets_of(project_ids)))
+
+
+def sae_runs_of(project_ids: frozenset[int]) -> Select:
+    """The ids of the SAE runs on the datasets of `project_ids` (a subquery)."""
+    return select(SaeRun.id).where(SaeRun.embedding_run_id.in_(embedding_runs_of(project_ids)))
+
+
 def list_embedding_runs(
-    session: Session, *, limit: int, offset: int, dataset_id: int | None = None
+    session: Session, *, limit: int, offset: int, dataset_id: int | None = None,
+    project_ids: frozenset[int] | None = None,
 ) -> tuple[list[EmbeddingRun], int]:
+    """A page of runs, newest first; only those on datasets of `project_ids` when given."""
     stmt = select(EmbeddingRun)
     count = select(func.count()).select_from(EmbeddingRun)
     if dataset_id is not None:
         stmt, count = stmt.where(EmbeddingRun.dataset_id == dataset_id), count.where(EmbeddingRun.dataset_id == dataset_id)
+    if project_ids is not None:
+        mine = EmbeddingRun.dataset_id.in_(_datasets_of(project_ids))
+        stmt, count = stmt.where(mine), count.where(mine)
     rows = session.scalars(stmt.order_by(EmbeddingRun.id.desc()).limit(limit).offset(offset))
     return list(rows), session.scalar(count) or 0
 
@@ -48,8 +68,11 @@ def get_sae_run(session: Session, *, run_id: int) -> SaeRun | None:
     return session.get(SaeRun, run_id)
 
 
-def list_sae_runs(session: Session, *, embedding_run_id: int | None = None, sweep_id: str | None = None) -> list[SaeRun]:
+def list_sae_runs(session: Session, *, embedding_run_id: int | None = None, sweep_id: str | None = None,
+                  project_ids: frozenset[int] | None = None) -> list[SaeRun]:
     stmt = select(SaeRun)
+    if project_ids is not None:
+        stmt = stmt.where(SaeRun.embedding_run_id.in_(embedding_runs_of(project_ids)))
     if embedding_run_id is not None:
         stmt = stmt.where(SaeRun.embedding_run_id == embedding_run_id)
     if sweep_id is not None:

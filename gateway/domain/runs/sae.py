@@ -18,6 +18,7 @@ from contracts.runs import SaeRunCreate
 from contracts.sae import FeatureFamily, SaeTrainPayload, SaeTrainResult
 from gateway.db import refresh_statistics, session_scope, utcnow
 from gateway.domain.artifacts import repo as artifact_repo
+from gateway.domain.auth.scope import visible
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.jobs.handlers import HANDLERS
@@ -58,7 +59,7 @@ def _validate_configs(body: SaeRunCreate, d: int, has_segments: bool = False) ->
 async def create_sae_runs(app_state: Any, body: SaeRunCreate, principal: Principal, request_id: str | None) -> list[SaeRun]:
     with session_scope(app_state.factory) as session:
         emb = repo.get_embedding_run(session, run_id=body.embedding_run_id)
-        if emb is None:
+        if emb is None or not visible(session, principal, "embedding_run", emb.id):
             raise RunInputError(f"embedding_run_id: embedding run {body.embedding_run_id} does not exist",
                                 field="embedding_run_id")
         if emb.status != "succeeded" or not emb.dim:

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from contracts.runs import SaeRunCreate
 from contracts.sae import SaeConfig, SaeImportPayload
 from gateway.db import session_scope
+from gateway.domain.auth.scope import visible
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
@@ -92,7 +93,7 @@ async def import_sae_run(app_state: Any, *, zip_path: Path, filename: str | None
     max_bytes = app_state.settings.max_upload_bytes
     with session_scope(app_state.factory) as session:
         emb = repo.get_embedding_run(session, run_id=embedding_run_id)
-        if emb is None or emb.status != "succeeded" or not emb.dim:
+        if emb is None or not visible(session, principal, "embedding_run", emb.id) or emb.status != "succeeded" or not emb.dim:
             raise RunInputError(f"embedding_run_id: no succeeded embedding run {embedding_run_id}", field="embedding_run_id")
         d = emb.dim
     try:
