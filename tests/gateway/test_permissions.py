@@ -1,0 +1,294 @@
+"""The permission matrix: every route the gateway serves × {admin, editor, viewer, read-only key, another
+project's editor, no key} → the expected answer. A route without an entry fails the test, and so does
+an entry for a route that is gone. `MATRIX` and `served_routes` are what bench/security.py reads.
+
+An expected cell is a status, or OK: the caller passed authentication and authorisation, and the
+handler answered for itself (200, 201, 204, 303, or a 4xx about the request such as 409 or 422, never
+401, 403, 404 or 5xx). The fixture holds one small dataset and rows for the objects derived from it
+(no embedding, no training), so a permitted call often ends in the handler's own 409/422; the
+authorisation is decided before that. Creating routes are sent an empty body: a viewer's is a 403
+before it is validated. Routes that name their dataset in the body (POST /embedding-runs, /sae-runs,
+/concepts, the imports) are checked by project in the tests below the matrix.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.routing import iter_route_contexts
+
+from contracts.embed import EmbeddingRunSpec
+from gateway.domain.auth import accounts, repo as auth_repo
+from gateway.domain.auth.service import create_key
+from tests.conftest import make_settings
+
+pytestmark = pytest.mark.anyio
+
+CALLERS = ("admin", "editor", "viewer", "read_only", "other", "none")
+OK = "ok"
+"""Authorised: the handler's own answer, whatever it is, short of 401/403/404/5xx."""
+
+
+def row(admin, editor, viewer, read_only, other, none):  # noqa: ANN001, ANN201
+    return dict(zip(CALLERS, (admin, editor, viewer, read_only, other, none), strict=True))
+
+
+PUBLIC = row(OK, OK, OK, OK, OK, OK)
+ANY_KEY = row(OK, OK, OK, OK, OK, 401)                   # lists: each caller sees its own projects' rows
+READ_IN_PROJECT = row(OK, OK, OK, OK, 404, 401)          # an object of the project: another project's is 404
+WRITE = row(OK, OK, 403, 403, OK, 401)                   # creating: the project comes with the request
+WRITE_IN_PROJECT = row(OK, OK, 403, 403, 404, 401)       # changing or running an object of the project
+ADMIN_ONLY = row(OK, 403, 403, 403, 403, 401)
+READ_BY_POST = READ_IN_PROJECT                           # a search reads, though it is a POST
+
+MATRIX: dict[tuple[str, str], dict[str, object]] = {
+    ("GET", "/health"): PUBLIC,
+    ("GET", "/"): PUBLIC,
+    ("GET", "/static"): PUBLIC,
+    ("GET", "/login"): PUBLIC,
+    ("POST", "/login"): PUBLIC,
+    ("GET", "/api/v1/openapi.json"): ANY_KEY,
+    ("GET", "/api/v1/me"): ANY_KEY,
+    # datasets
+    ("POST", "/api/v1/datasets"): WRITE,
+    ("GET", "/api/v1/datasets"): ANY_KEY,
+    ("GET", "/api/v1/datasets/{dataset_id}"): READ_IN_PROJECT,
+    ("GET", "/api/v1/datasets/{dataset_id}/documents"): READ_IN_PROJECT,
+    ("GET", "/api/v1/datasets/{dataset_id}/documents/{document_id}"): READ_IN_PROJECT,
+    ("DELETE", "/api/v1/datasets/{dataset_id}"): WRITE_IN_PROJECT,
+    # embedding runs
+    ("POST", "/api/v1/embedding-runs"): WRITE,
+    ("POST", "/api/v1/embedding-runs/import"): WRITE,
+    ("GET", "/api/v1/embedding-runs"): ANY_KEY,
+    ("GET", "/api/v1/embedding-runs/{run_id}"): READ_IN_PROJECT,
+    # SAE runs, features, search
+    ("POST", "/api/v1/sae-runs"): WRITE,
+    ("POST", "/api/v1/sae-runs/import"): WRITE,
+    ("GET", "/api/v1/sae-runs"): ANY_KEY,
+    ("GET", "/api/v1/sae-runs/{run_id}"): READ_IN_PROJECT,
+    ("GET", "/api/v1/sae-runs/{run_id}/features"): READ_IN_PROJECT,
+    # the run has no statistics yet: the handler's own 404 for those who may read it
+    ("GET", "/api/v1/sae-runs/{run_id}/features/{index}"): row(404, 404, 404, 404, 404, 401),
+    ("POST", "/api/v1/sae-runs/{run_id}/interpretations"): WRITE_IN_PROJECT,
+    ("GET", "/api/v1/sae-runs/{run_id}/features/{index}/interpretations"): READ_IN_PROJECT,
+    ("POST", "/api/v1/sae-runs/{run_id}/features/{index}/interpretations"): WRITE_IN_PROJECT,
+    ("GET", "/api/v1/sae-runs/{run_id}/families"): READ_IN_PROJECT,
+    ("POST", "/api/v1/sae-runs/{run_id}/search"): READ_BY_POST,
+    # concepts
+    ("POST", "/api/v1/concepts"): WRITE,
+    ("GET", "/api/v1/concepts"): ANY_KEY,
+    ("GET", "/api/v1/concepts/{concept_id}"): READ_IN_PROJECT,
+    ("POST", "/api/v1/concepts/{concept_id}/evaluate"): WRITE_IN_PROJECT,
+    ("POST", "/api/v1/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
+    ("GET", "/api/v1/concepts/{concept_id}/export.csv"): READ_IN_PROJECT,
+    # jobs
+    ("GET", "/api/v1/jobs"): ANY_KEY,
+    ("GET", "/api/v1/jobs/{job_id}"): READ_IN_PROJECT,
+    ("POST", "/api/v1/jobs/{job_id}/cancel"): WRITE_IN_PROJECT,
+    # administration
+    ("GET", "/api/v1/api-keys"): ADMIN_ONLY,
+    ("POST", "/api/v1/api-keys"): ADMIN_ONLY,
+    ("DELETE", "/api/v1/api-keys/{key_id}"): ADMIN_ONLY,
+    ("GET", "/api/v1/audit-events"): ADMIN_ONLY,
+    ("GET", "/api/v1/users"): ADMIN_ONLY,
+    ("POST", "/api/v1/users"): ADMIN_ONLY,
+    ("GET", "/api/v1/projects"): ADMIN_ONLY,
+    ("POST", "/api/v1/projects"): ADMIN_ONLY,
+    ("POST", "/api/v1/projects/{project_id}/members"): ADMIN_ONLY,
+    ("DELETE", "/api/v1/projects/{project_id}/members/{user_id}"): ADMIN_ONLY,
+    # dashboard (no key: the login page, 401)
+    ("POST", "/logout"): ANY_KEY,
+    ("POST", "/project"): row(OK, OK, OK, OK, 404, 401),  # switching to the fixture's project
+    ("GET", "/datasets"): ANY_KEY,
+    ("POST", "/datasets/upload"): WRITE,
+    ("GET", "/datasets/{dataset_id}"): READ_IN_PROJECT,
+    ("GET", "/jobs"): ANY_KEY,
+    ("GET", "/jobs/{job_id}"): READ_IN_PROJECT,
+    ("POST", "/datasets/{dataset_id}/embed"): WRITE_IN_PROJECT,
+    ("GET", "/embedding-runs/{run_id}"): READ_IN_PROJECT,
+    ("POST", "/embedding-runs/{run_id}/sae"): WRITE_IN_PROJECT,
+    ("GET", "/sae-runs/{run_id}"): READ_IN_PROJECT,
+    ("GET", "/sae-runs/{run_id}/features"): READ_IN_PROJECT,
+    ("GET", "/sae-runs/{run_id}/features/{index}"): row(404, 404, 404, 404, 404, 401),  # no statistics yet
+    ("GET", "/sae-runs/{run_id}/families"): READ_IN_PROJECT,
+    ("POST", "/sae-runs/{run_id}/interpret"): WRITE_IN_PROJECT,
+    ("POST", "/sae-runs/{run_id}/features/{index}/reinterpret"): WRITE_IN_PROJECT,
+    ("GET", "/sae-runs/{run_id}/features/{index}/examples"): READ_IN_PROJECT,
+    ("GET", "/sae-runs/{run_id}/search"): READ_IN_PROJECT,
+    ("GET", "/sae-runs/{run_id}/search/suggest"): READ_IN_PROJECT,
+    ("GET", "/concepts"): ANY_KEY,
+    ("GET", "/concepts/{concept_id}"): READ_IN_PROJECT,
+    ("GET", "/concepts/{concept_id}/apply"): READ_IN_PROJECT,
+    ("POST", "/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
+}
+
+
+def served_routes(app) -> set[tuple[str, str]]:  # noqa: ANN001
+    """Every (method, path template) the app serves, included routers flattened (HEAD and OPTIONS aside)."""
+    return {(method, ctx.path) for ctx in iter_route_contexts(app.routes)
+            for method in (ctx.methods or {"GET"}) - {"HEAD", "OPTIONS"}}
+
+
+@dataclass
+class World:
+    """Two projects, a user of each role, their keys, and one small dataset of `alpha` with a row for
+    each object derived from it."""
+
+    keys: dict[str, str]
+    ids: dict[str, object]
+    fresh: dict[str, Callable[[], object]] = field(default_factory=dict)
+
+
+def _objects(session, project_id: int) -> dict[str, object]:  # noqa: ANN001
+    from gateway.domain.concepts.models import Concept
+    from gateway.domain.datasets.models import Dataset, Document
+    from gateway.domain.jobs.models import Job
+    from gateway.domain.runs.models import EmbeddingRun, SaeRun
+
+    ds = Dataset(name="notes", format="csv", n_documents=1, project_id=project_id)
+    session.add(ds)
+    session.flush()
+    doc = Document(dataset_id=ds.id, position=0, external_id="A1", text="wheezing infant", n_chars=15)
+    spec = EmbeddingRunSpec().model_dump(mode="json")  # what the dashboard's embed form asks: found, not started
+    emb = EmbeddingRun(dataset_id=ds.id, model=spec["model"], spec=spec, status="queued")
+    session.add_all([doc, emb])
+    session.flush()
+    sae = SaeRun(embedding_run_id=emb.id, status="queued", n_latents=8, k=2, d=4)
+    session.add(sae)
+    session.flush()
+    concept = Concept(sae_run_id=sae.id, name="c", kind="expression", expression="F1 > 0", features=[1])
+    job = Job(id=f"embedding_run-{uuid.uuid4().hex[:20]}", kind="embedding_run", queue="gateway",
+              status="succeeded", payload={"run_id": emb.id}, project_id=project_id)
+    session.add_all([concept, job])
+    session.flush()
+    return {"dataset_id": ds.id, "document_id": doc.id, "embedding_run_id": emb.id, "sae_run_id": sae.id,
+            "concept_id": concept.id, "job_id": job.id, "index": 0, "project_id": project_id}
+
+
+def build_world(factory) -> World:  # noqa: ANN001
+    from gateway.db import session_scope
+    from gateway.domain.datasets.models import Dataset
+
+    with session_scope(factory) as session:
+        alpha = accounts.create_project(session, name="alpha")
+        beta = accounts.create_project(session, name="beta")
+        keys = {"admin": create_key(session, name="k-admin")[1]}
+        for caller, role, project in (("editor", "editor", alpha), ("viewer", "viewer", alpha),
+                                      ("other", "editor", beta)):
+            user = accounts.create_user(session, name=f"u-{caller}", role=role)
+            auth_repo.add_membership(session, user_id=user.id, project_id=project.id)
+            keys[caller] = create_key(session, name=f"k-{caller}", user=user)[1]
+        editor = auth_repo.user_by_name(session, name="u-editor")
+        keys["read_only"] = create_key(session, name="k-read-only", user=editor, read_only=True)[1]
+        ids = _objects(session, alpha.id)
+        alpha_id = alpha.id
+
+    def fresh_dataset() -> int:
+        with session_scope(factory) as session:
+            ds = Dataset(name="to delete", format="csv", n_documents=0, project_id=alpha_id)
+            session.add(ds)
+            session.flush()
+            return ds.id
+
+    def fresh_key() -> int:
+        with session_scope(factory) as session:
+            return create_key(session, name=f"k-{uuid.uuid4().hex[:8]}")[0].id
+
+    def fresh_member() -> int:
+        with session_scope(factory) as session:
+            user = accounts.create_user(session, name=f"m-{uuid.uuid4().hex[:8]}", role="viewer")
+            auth_repo.add_membership(session, user_id=user.id, project_id=alpha_id)
+            return user.id
+
+    return World(keys, ids, {"dataset_id": fresh_dataset, "key_id": fresh_key, "user_id": fresh_member})
+
+
+@pytest.fixture
+def sqlite_app(tmp_path: Path):  # noqa: ANN201
+    from gateway.app import create_app
+
+    application = create_app(make_settings(tmp_path / "data"), configure_logs=False)
+    yield application
+    application.state.runner.shutdown()
+
+
+@pytest.fixture
+def world(sqlite_app) -> World:  # noqa: ANN001
+    return build_world(sqlite_app.state.factory)
+
+
+@pytest.fixture
+async def clients(sqlite_app, world: World) -> AsyncIterator[dict[str, httpx.AsyncClient]]:  # noqa: ANN001
+    """One client per caller, over https (the session cookie is Secure), each with its key if any."""
+    made = {}
+    for caller in CALLERS:
+        headers = {"Authorization": f"Bearer {world.keys[caller]}"} if caller in world.keys else {}
+        made[caller] = httpx.AsyncClient(transport=httpx.ASGITransport(app=sqlite_app), base_url="https://prisma.test",
+                                         headers=headers)
+    yield made
+    for c in made.values():
+        await c.aclose()
+
+
+def concrete(method: str, template: str, world: World) -> str:
+    """The template with the fixture's ids; a fresh object where the call destroys it."""
+    if template == "/static":
+        return "/static/prisma.css"
+
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if method == "DELETE" and name in world.fresh:
+            return str(world.fresh[name]())
+        if name == "run_id":
+            return str(world.ids["sae_run_id" if "/sae-runs/" in template else "embedding_run_id"])
+        if name == "key_id":
+            return str(world.fresh["key_id"]())
+        return str(world.ids[name])
+
+    return re.sub(r"\{([^}:]+)[^}]*\}", value, template)
+
+
+async def call(client: httpx.AsyncClient, method: str, path: str, *, dashboard: bool, world: World) -> httpx.Response:
+    if method == "GET":
+        return await client.get(path)
+    if not dashboard:
+        return await client.request(method, path, json={})
+    page = await client.get("/login")  # a session cookie and its CSRF token (logout clears them)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    data = {"csrf_token": token}
+    if path == "/project":
+        data["project_id"] = str(world.ids["project_id"])
+    return await client.request(method, path, data=data, headers={"X-CSRF-Token": token})
+
+
+def verdict(expected: object, status: int) -> bool:
+    if expected == OK:
+        return status < 500 and status not in (401, 403, 404)
+    return status == expected
+
+
+def test_every_served_route_has_an_entry(sqlite_app) -> None:  # noqa: ANN001
+    served = served_routes(sqlite_app)
+    assert len(served) >= 60  # the enumeration really sees the app's routes
+    missing = sorted(served - MATRIX.keys())
+    assert not missing, f"routes with no entry in the permission matrix: {missing}"
+    stale = sorted(MATRIX.keys() - served)
+    assert not stale, f"matrix entries for routes the app no longer serves: {stale}"
+
+
+async def test_permission_matrix(sqlite_app, world: World, clients: dict[str, httpx.AsyncClient]) -> None:  # noqa: ANN001
+    wrong = []
+    for (method, template), expected in sorted(MATRIX.items()):
+        dashboard = not template.startswith("/api/") and template not in ("/health", "/static", "/", "/login")
+        for caller in CALLERS:
+            path = concrete(method, template, world)
+            resp = await call(clients[caller], method, path, dashboard=dashboard, world=world)
+            if not verdict(expected[caller], resp.status_code):
+                wrong.append(f"{method} {template} as {caller}: {resp.status_code}, expected {expected[caller]}")
+    assert not wrong, "\n".join(wrong)
