@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from gateway.domain.auth.models import ApiKey
-from tests.gateway.test_permissions import World, build_world, clients, sqlite_app, world  # noqa: F401
+from tests.gateway.roles_world import World
 
 pytestmark = pytest.mark.anyio
 MISSING = 999_999

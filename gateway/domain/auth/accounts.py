@@ -7,11 +7,15 @@ them, and gives them every key and dataset of an install from before users exist
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
 from gateway.domain.auth import repo
 from gateway.domain.auth.models import ROLES, Project, User
+
+if TYPE_CHECKING:  # the service imports this module
+    from gateway.domain.auth.service import Principal
 
 ADMIN_USER = "admin"
 DEFAULT_PROJECT = "default"
@@ -77,25 +81,24 @@ def project_named(session: Session, name: str, *, field: str = "project") -> Pro
     return project
 
 
-def project_for_upload(session: Session, principal: object, requested: str | None) -> Project:
+def project_for_upload(session: Session, principal: Principal, requested: str | None) -> Project:
     """The project a new dataset goes to: `requested` (a project's name or id) if the caller sees it,
     else the caller's only project, else `default` when the caller sees it. Unknown and unseen
     projects get the same answer, so project names do not leak."""
-    sees = principal.sees  # type: ignore[attr-defined]
     if requested and requested.strip():
         wanted = requested.strip()
         project = session.get(Project, int(wanted)) if wanted.isdigit() and len(wanted) < 10 else None
         project = project or repo.project_by_name(session, name=wanted)
-        if project is None or not sees(project.id):
+        if project is None or not principal.sees(project.id):
             raise AccountError(f"project: no project {wanted!r} that you can add datasets to", field="project")
         return project
-    visible = repo.list_projects(session, ids=principal.project_ids)  # type: ignore[attr-defined]
+    visible = repo.list_projects(session, ids=principal.project_ids)
     if len(visible) == 1:
         return visible[0]
     named_default = [p for p in visible if p.name == DEFAULT_PROJECT]
     if named_default:
         return named_default[0]
-    if not visible and principal.project_ids is None:  # type: ignore[attr-defined]
+    if not visible and principal.project_ids is None:
         return default_project(session)  # an admin on a database with no project yet
     if not visible:
         raise AccountError("project: you are a member of no project; ask an administrator", field="project",

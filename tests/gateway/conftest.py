@@ -1,0 +1,39 @@
+"""Fixtures of the gateway's permission tests (test_permissions.py, test_roles.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import make_settings
+from tests.gateway.roles_world import CALLERS, World, build_world
+
+
+@pytest.fixture
+def sqlite_app(tmp_path: Path):  # noqa: ANN201
+    from gateway.app import create_app
+
+    application = create_app(make_settings(tmp_path / "data"), configure_logs=False)
+    yield application
+    application.state.runner.shutdown()
+
+
+@pytest.fixture
+def world(sqlite_app) -> World:  # noqa: ANN001
+    return build_world(sqlite_app.state.factory)
+
+
+@pytest.fixture
+async def clients(sqlite_app, world: World) -> AsyncIterator[dict[str, httpx.AsyncClient]]:  # noqa: ANN001
+    """One client per caller, over https (the session cookie is Secure), each with its key if any."""
+    made = {}
+    for caller in CALLERS:
+        headers = {"Authorization": f"Bearer {world.keys[caller]}"} if caller in world.keys else {}
+        made[caller] = httpx.AsyncClient(transport=httpx.ASGITransport(app=sqlite_app), base_url="https://prisma.test",
+                                         headers=headers)
+    yield made
+    for c in made.values():
+        await c.aclose()
