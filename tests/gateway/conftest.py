@@ -13,7 +13,8 @@ from tests.gateway.roles_world import CALLERS, World, build_world
 
 
 @pytest.fixture
-def sqlite_app(tmp_path: Path):  # noqa: ANN201
+def role_app(tmp_path: Path):  # noqa: ANN201
+    """The gateway on SQLite (a test module may override this with the `app` of both back-ends)."""
     from gateway.app import create_app
 
     application = create_app(make_settings(tmp_path / "data"), configure_logs=False)
@@ -22,17 +23,17 @@ def sqlite_app(tmp_path: Path):  # noqa: ANN201
 
 
 @pytest.fixture
-def world(sqlite_app) -> World:  # noqa: ANN001
-    return build_world(sqlite_app.state.factory)
+def world(role_app) -> World:  # noqa: ANN001
+    return build_world(role_app.state.factory)
 
 
 @pytest.fixture
-async def clients(sqlite_app, world: World) -> AsyncIterator[dict[str, httpx.AsyncClient]]:  # noqa: ANN001
+async def clients(role_app, world: World) -> AsyncIterator[dict[str, httpx.AsyncClient]]:  # noqa: ANN001
     """One client per caller, over https (the session cookie is Secure), each with its key if any."""
     made = {}
     for caller in CALLERS:
         headers = {"Authorization": f"Bearer {world.keys[caller]}"} if caller in world.keys else {}
-        made[caller] = httpx.AsyncClient(transport=httpx.ASGITransport(app=sqlite_app), base_url="https://prisma.test",
+        made[caller] = httpx.AsyncClient(transport=httpx.ASGITransport(app=role_app), base_url="https://prisma.test",
                                          headers=headers)
     yield made
     for c in made.values():

@@ -164,8 +164,8 @@ def verdict(expected: object, status: int) -> bool:
     return status == expected
 
 
-def test_every_served_route_has_an_entry(sqlite_app) -> None:  # noqa: ANN001
-    served = served_routes(sqlite_app)
+def test_every_served_route_has_an_entry(role_app) -> None:  # noqa: ANN001
+    served = served_routes(role_app)
     assert len(served) >= 60  # the enumeration really sees the app's routes
     missing = sorted(served - MATRIX.keys())
     assert not missing, f"routes with no entry in the permission matrix: {missing}"
@@ -173,7 +173,7 @@ def test_every_served_route_has_an_entry(sqlite_app) -> None:  # noqa: ANN001
     assert not stale, f"matrix entries for routes the app no longer serves: {stale}"
 
 
-async def test_permission_matrix(sqlite_app, world: World, clients: dict[str, httpx.AsyncClient]) -> None:  # noqa: ANN001
+async def test_permission_matrix(role_app, world: World, clients: dict[str, httpx.AsyncClient]) -> None:  # noqa: ANN001
     wrong = []
     for (method, template), expected in sorted(MATRIX.items()):
         dashboard = not template.startswith("/api/") and template not in ("/health", "/static", "/", "/login")

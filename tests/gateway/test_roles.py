@@ -17,6 +17,12 @@ from gateway.domain.auth.models import ApiKey
 from tests.gateway.roles_world import World
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def role_app(app):  # noqa: ANN001, ANN201
+    """These tests on SQLite and on PostgreSQL (the matrix runs on SQLite only, to stay fast)."""
+    return app
 MISSING = 999_999
 SAE = {"k": 2, "expansion_factor": 2, "epochs": 1}
 
@@ -66,17 +72,17 @@ async def test_a_viewer_is_refused_before_the_body_is_read(clients) -> None:  # 
     assert (await clients["editor"].post("/api/v1/sae-runs", json={"nonsense": True})).status_code == 422
 
 
-async def test_keys_expire_and_cannot_be_created_expired(sqlite_app, clients) -> None:  # noqa: ANN001
+async def test_keys_expire_and_cannot_be_created_expired(role_app, clients) -> None:  # noqa: ANN001
     admin = clients["admin"]
     soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     made = await admin.post("/api/v1/api-keys", json={"name": "temp", "user": "u-viewer", "expires_at": soon})
     assert made.status_code == 201 and made.json()["expires_at"] is not None
     key = made.json()["key"]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=sqlite_app), base_url="https://prisma.test",
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=role_app), base_url="https://prisma.test",
                                  headers={"Authorization": f"Bearer {key}"}) as temp:
         me = (await temp.get("/api/v1/me")).json()
         assert me["user"] == "u-viewer" and me["role"] == "viewer" and [p["name"] for p in me["projects"]] == ["alpha"]
-        with sqlite_app.state.factory() as session:  # the hour passes
+        with role_app.state.factory() as session:  # the hour passes
             row = session.scalar(select(ApiKey).where(ApiKey.name == "temp"))
             row.expires_at = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=1)
             session.commit()
@@ -86,7 +92,7 @@ async def test_keys_expire_and_cannot_be_created_expired(sqlite_app, clients) ->
     assert refused.status_code == 422 and refused.json()["field"] == "expires_at"
 
 
-async def test_admin_manages_users_projects_members_and_read_only_keys(sqlite_app, clients) -> None:  # noqa: ANN001
+async def test_admin_manages_users_projects_members_and_read_only_keys(role_app, clients) -> None:  # noqa: ANN001
     admin = clients["admin"]
     assert (await admin.post("/api/v1/users", json={"name": "rita", "role": "editor"})).status_code == 201
     assert (await admin.post("/api/v1/users", json={"name": "rita", "role": "viewer"})).status_code == 409
@@ -98,7 +104,7 @@ async def test_admin_manages_users_projects_members_and_read_only_keys(sqlite_ap
     assert (await admin.post(f"/api/v1/projects/{project['id']}/members", json={"user": "nobody"})).status_code == 404
     key = (await admin.post("/api/v1/api-keys", json={"name": "rita-ro", "user": "rita", "read_only": True})).json()
     assert key["read_only"] is True
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=sqlite_app), base_url="https://prisma.test",
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=role_app), base_url="https://prisma.test",
                                  headers={"Authorization": f"Bearer {key['key']}"}) as rita:
         me = (await rita.get("/api/v1/me")).json()
         assert me["role"] == "editor" and me["read_only"] and [p["name"] for p in me["projects"]] == ["gamma"]
