@@ -2,6 +2,7 @@
 
 from fastapi import APIRouter
 
+from gateway.dashboard.audit_pages import router as audit_pages
 from gateway.dashboard.concept_pages import router as concept_pages
 from gateway.dashboard.feature_examples import router as feature_examples
 from gateway.dashboard.pages import public, router as private
@@ -15,5 +16,6 @@ router.include_router(sae_pages)
 router.include_router(feature_examples)
 router.include_router(search_pages)
 router.include_router(concept_pages)
+router.include_router(audit_pages)
 
 __all__ = ["router"]
