@@ -11,6 +11,16 @@ from contracts.embed import EmbeddingRunSpec
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
 
 
+def derived_from_dataset(session: Session, *, dataset_id: int) -> dict[str, list[int]]:
+    """Ids of everything computed from a dataset: its embedding runs, their SAE runs, their concepts."""
+    from gateway.domain.concepts.models import Concept
+
+    emb = list(session.scalars(select(EmbeddingRun.id).where(EmbeddingRun.dataset_id == dataset_id)))
+    sae = list(session.scalars(select(SaeRun.id).where(SaeRun.embedding_run_id.in_(emb)))) if emb else []
+    concepts = list(session.scalars(select(Concept.id).where(Concept.sae_run_id.in_(sae)))) if sae else []
+    return {"embedding_run": emb, "sae_run": sae, "concept": concepts}
+
+
 def add_embedding_run(session: Session, **fields: Any) -> EmbeddingRun:
     run = EmbeddingRun(**fields)
     session.add(run)
