@@ -13,6 +13,7 @@ from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.artifacts.models import Artifact
 from gateway.domain.concepts.models import Concept
 from gateway.domain.features.models import Feature
+from gateway.domain.jobs.models import Job
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
 from tests.gateway.polling import wait_done
 
@@ -34,6 +35,9 @@ async def test_deleting_a_dataset_deletes_its_runs_concepts_indexes_and_files(ap
     assert (await wait_done(client, auth, f"/api/v1/jobs/{job['id']}", timeout=60))["status"] == "succeeded"
     with session_scope(app.state.factory) as session:
         emb_id = session.get(SaeRun, run.run_id).embedding_run_id
+        session.add(Job(id="sae-still-running", kind="sae_train", queue="gateway", status="running"))
+        session.flush()
+        session.get(SaeRun, run.run_id).job_id = "sae-still-running"
         for key, kind in [(f"embedding-runs/{emb_id}/embeddings/shard-00000.npy", "embeddings"),
                           (f"embedding-runs/{emb_id}/search/text.faiss", "faiss-index")]:
             info = store.write_bytes(key, b"vectors of patient notes", kind=kind)
@@ -56,6 +60,7 @@ async def test_deleting_a_dataset_deletes_its_runs_concepts_indexes_and_files(ap
             assert session.scalar(select(func.count()).select_from(model)) == 0, model
         owners = {(a.owner_type, a.owner_id) for a in session.scalars(select(Artifact))}
         assert owners == {("dataset", other.json()["id"])}
+        assert session.get(Job, "sae-still-running").cancel_requested  # stops before writing there again
     assert (await client.get(f"/api/v1/sae-runs/{run.run_id}", headers=auth)).status_code == 404
     deleted = (await client.get("/api/v1/audit-events?action=dataset.delete", headers=auth)).json()[0]
     assert deleted["details"] == {"n_documents": 400, "embedding_runs": 1, "sae_runs": 1, "concepts": 1}

@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.interpret import BackendOptions
-from gateway.domain.features.interpret import InterpretationRequest
 from contracts.model_allowlist import allowed_models, parse_models
+from gateway.domain.features.interpret import InterpretationRequest
 from services.interpreter.backends import llamacpp_model
 
 

@@ -26,6 +26,7 @@ from gateway.domain.datasets import repo
 from gateway.domain.datasets.models import Dataset
 from gateway.domain.datasets.parsing import DatasetInputError, detect_format, iter_documents
 from gateway.domain.datasets.snapshot import SnapshotWriter
+from gateway.domain.jobs.service import request_cancel
 from gateway.domain.runs import repo as run_repo
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,8 @@ def delete_dataset(
             return False
         n_docs = ds.n_documents
         derived = run_repo.derived_from_dataset(session, dataset_id=dataset_id)
+        for job_id in run_repo.jobs_of_derived(session, derived):  # a running job stops at its next batch
+            request_cancel(session, job_id=job_id)
         repo.delete_dataset(session, dataset=ds)
         for owner_type, ids in [("dataset", [dataset_id]), *derived.items()]:
             for owner_id in ids:

@@ -21,6 +21,19 @@ def derived_from_dataset(session: Session, *, dataset_id: int) -> dict[str, list
     return {"embedding_run": emb, "sae_run": sae, "concept": concepts}
 
 
+def jobs_of_derived(session: Session, derived: dict[str, list[int]]) -> list[str]:
+    """The jobs that compute those runs and concepts (to cancel before their files go)."""
+    from gateway.domain.concepts.models import Concept
+
+    found: list[str | None] = []
+    for model, column, ids in [(EmbeddingRun, EmbeddingRun.job_id, derived["embedding_run"]),
+                               (SaeRun, SaeRun.job_id, derived["sae_run"]),
+                               (Concept, Concept.apply_job_id, derived["concept"])]:
+        if ids:
+            found += session.scalars(select(column).where(model.id.in_(ids)))
+    return [j for j in found if j]
+
+
 def add_embedding_run(session: Session, **fields: Any) -> EmbeddingRun:
     run = EmbeddingRun(**fields)
     session.add(run)
