@@ -27,7 +27,7 @@ def test_a_path_is_refused_naming_the_allowed_models(tmp_path) -> None:
     assert "smollm2-135m-instruct" in messages[0] and "all-MiniLM" not in messages[0]
     with pytest.raises(ValidationError) as info:
         InterpretationRequest(backends=[{"backend": "llamacpp", "model": "/etc/passwd"}])
-    assert info.value.errors()[0]["loc"][:2] == ("backends", 0)
+    assert info.value.errors()[0]["loc"] == ("backends", 0, "model")
     assert BackendOptions(backend="ollama", model="llama3.2:3b").model == "llama3.2:3b"  # an Ollama tag
 
 
