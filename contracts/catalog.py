@@ -137,6 +137,17 @@ class AuditEventOut(BaseModel):
     target_id: str | None
     request_id: str | None
     details: dict[str, Any]
+    project_id: int | None = None
+
+
+class AuditFilter(BaseModel):
+    """Filters of the audit log (API and dashboard page); each optional."""
+
+    actor: str | None = Field(default=None, max_length=100, description="The key's name, 'cli' or 'anonymous'.")
+    action: str | None = Field(default=None, max_length=100,
+                               description="An action ('documents.read'), or a prefix ending in '.' ('auth.').")
+    since: datetime | None = Field(default=None, description="Events at or after this time (ISO 8601; naive is UTC).")
+    until: datetime | None = Field(default=None, description="Events before this time.")
 
 
 class ErrorOut(BaseModel):

@@ -17,10 +17,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from contracts.artifacts import ArtifactInfo
 from contracts.embed import Pooling
+from contracts.model_allowlist import resolve_allowed
 from contracts.runs import InterpretationOut
 from contracts.sae import FeatureFamily
 
@@ -195,9 +196,18 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     backend: BackendName = "keywords"
-    model: str | None = Field(default=None, description="Override the service's model for this back-end.")
+    model: str | None = Field(default=None, description="Override the service's model for this back-end: an "
+                              "Ollama model tag, or for llamacpp a name of the allowlist (PRISMA_MODELS), never a path.")
     candidates: int = Field(default=3, ge=1, le=8, description="Candidate labels asked of an LLM; the scorer picks.")
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+
+    @field_validator("model")
+    @classmethod
+    def _llamacpp_model_by_name(cls, model: str | None, info: ValidationInfo) -> str | None:
+        """A llamacpp model is a name of the allowlist, never a path (422 listing the names)."""
+        if info.data.get("backend") == "llamacpp" and model is not None:
+            resolve_allowed(model, kind="gguf")
+        return model
     language: Literal["auto", "en", "it"] = Field(
         default="auto",
         description="Language an LLM writes names in: the corpus's ('auto': English or Italian, by which "

@@ -22,7 +22,7 @@ from gateway.domain.auth.service import Principal
 
 # Templates as the route's own router declares them: FastAPI puts the route itself in the scope, whose
 # path lacks the prefix of the router that includes it (`/api/v1`); the API and the dashboard agree on these.
-ADMIN_PREFIXES = ("/api-keys", "/users", "/projects", "/audit-events", "/admin")
+ADMIN_PREFIXES = ("/api-keys", "/users", "/projects", "/audit-events", "/audit", "/admin")
 READS_BY_POST = frozenset({"/sae-runs/{run_id}/search", "/logout", "/project"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SCOPED_SEGMENTS: dict[str, Kind] = {"datasets": "dataset", "embedding-runs": "embedding_run", "sae-runs": "sae_run",

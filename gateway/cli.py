@@ -73,11 +73,12 @@ def create_api_key(settings: GatewaySettings, name: str, *, user: str | None = N
     """A new key for `user` (default: the built-in administrator, `admin`); returns the plain key."""
     from gateway.db import session_scope
     from gateway.domain.auth.accounts import user_named
-    from gateway.domain.auth.service import create_key
+    from gateway.domain.auth.service import audit, create_key
 
     with session_scope(_factory(settings)) as session:
         owner = user_named(session, user, field="--user") if user else None
-        _, plain = create_key(session, name=name, user=owner, read_only=read_only, expires_at=expires_at)
+        key, plain = create_key(session, name=name, user=owner, read_only=read_only, expires_at=expires_at)
+        audit(session, None, "apikey.create", target_type="api_key", target_id=key.id)  # actor: "cli"
     return plain
 
 
@@ -445,6 +446,14 @@ def service(
     if name not in SERVICE_NAMES:
         console.print(f"[red]unknown service {name!r}[/]: choose one of {', '.join(SERVICE_NAMES)}")
         raise typer.Exit(2)
+    from contracts.service_security import InsecureBind, check_bind
+
+    token = importlib.import_module(f"services.{name}.config").get_settings().service_token
+    try:
+        check_bind(name, host, token.get_secret_value() if token else None)
+    except InsecureBind as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from None
     application = importlib.import_module(f"services.{name}.app").create_app()
     console.print(f"Prisma {name} service on http://{host}:{port}")
     uvicorn.run(application, host=host, port=port, log_level="warning")

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from artifacts import ArtifactStore
 from gateway.config import GatewaySettings
 from gateway.db import session_scope
+from gateway.domain.auth import trail
 from gateway.domain.auth.service import Principal, session_principal, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
@@ -68,20 +69,24 @@ def _principal_from_request(request: Request, session: Session) -> Principal | N
 def require_api_key(request: Request, session: SessionDep) -> Principal:
     principal = _principal_from_request(request, session)
     if principal is None:
+        trail.record_failed_login(session, request)  # only when a (wrong) key was presented
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="missing or invalid API key: send 'Authorization: Bearer <key>'",
             headers={"WWW-Authenticate": "Bearer"},
         )
     request.state.principal = principal
+    trail.bind(session, request, principal)
     return principal
 
 
 def require_login(request: Request, session: SessionDep) -> Principal:
     principal = _principal_from_request(request, session)
     if principal is None:
+        trail.record_failed_login(session, request)  # only when a (wrong) key was presented
         raise NotAuthenticated()
     request.state.principal = principal
+    trail.bind(session, request, principal)
     return principal
 
 

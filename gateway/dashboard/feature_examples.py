@@ -14,6 +14,7 @@ from contracts.interpret import Example, ExamplesRequest, FeatureExamples
 from gateway.dashboard.sae_pages import sae_run_or_404
 from gateway.dashboard.views import render
 from gateway.deps import SessionDep, require_login
+from gateway.domain.auth import trail
 from gateway.domain.features.interpret import interpreter_corpus
 from gateway.domain.runs import repo as run_repo
 from gateway.search.repo import documents_at
@@ -68,6 +69,8 @@ async def feature_examples(request: Request, run_id: int, index: int, session: S
     emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
     positions = [e.position for e in found.activating + found.near_misses]
     docs = documents_at(session, dataset_id=emb.dataset_id, positions=positions)
+    trail.record_read(session, "feature.examples", dataset_id=emb.dataset_id, count=len(docs), sae_run_id=run.id,
+                      feature=index)
     ctx = {"run": run, "found": found, "activating": with_texts(found.activating, docs),
            "near_misses": with_texts(found.near_misses, docs), "dataset_id": emb.dataset_id}
     return render(request, "partials/_feature_examples.html", ctx)

@@ -18,6 +18,7 @@ from gateway.domain.runs.errors import RunInputError
 
 from gateway.api.v1.datasets import listed_document, receive_and_import
 from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
+from gateway.domain.auth import trail
 from gateway.domain.auth.service import audit, end_session, start_session, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.parsing import DatasetInputError
@@ -47,6 +48,7 @@ def login(
     check_csrf(request, csrf_token)
     principal = verify_key(session, key.strip())
     if principal is None:
+        trail.record_failed_login(session, request, method="dashboard")
         return login_page_response(request, status_code=401, error="That key is not valid.")
     request.session.clear()
     request.session["sid"] = start_session(session, principal, max_age_s=request.app.state.settings.session_max_age_s)
@@ -106,6 +108,7 @@ def dataset_page(
     rows, total = dataset_repo.list_documents(session, dataset_id=ds.id, limit=PAGE_SIZE, offset=offset,
                                               text_chars=SHOWN_CHARS + 1)  # one more: the template adds "…"
     docs = [listed_document(doc, text) for doc, text in rows]
+    trail.record_read(session, "documents.read", dataset_id=ds.id, count=len(docs), offset=offset)
     runs, _ = run_repo.list_embedding_runs(session, limit=50, offset=0, dataset_id=ds.id)
     ctx = {"dataset": ds, "documents": docs, "pager": Pager(offset=offset, limit=PAGE_SIZE, total=total), "runs": runs}
     template = "partials/_documents.html" if request.headers.get("hx-request") else "pages/dataset.html"

@@ -18,6 +18,7 @@ from gateway.dashboard.feature_examples import Excerpt
 from gateway.dashboard.sae_pages import crumbs, sae_run_or_404
 from gateway.dashboard.views import Pager, render
 from gateway.deps import SessionDep, require_login
+from gateway.domain.auth import trail
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs.query_model import NoQueryModel
 from gateway.search import service
@@ -133,6 +134,7 @@ async def search_page(
             total = min(ctx["result"].total, MAX_TEXT_RESULTS) if mode == "text" else ctx["result"].total
             ctx["pager"] = Pager(offset=ctx["result"].offset, limit=PER_PAGE, total=total)
             ctx["page_url"] = f"/sae-runs/{run.id}/search?" + urlencode({"mode": mode, "q": q, "method": method})
+            trail.record_search(session, run.id, q, mode, ctx["result"])
             if mode != "label":
                 ctx["excerpts"] = {d.position: highlighted(d) for d in ctx["result"].items}
     if request.headers.get("hx-request") and request.headers.get("hx-target") == "search-results":

@@ -6,6 +6,7 @@ would have been accepted there, worded for people (`a number`, `')'`), not lark'
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from lark import Lark, Token, Transformer_NonRecursive, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -120,6 +121,58 @@ def check_size(tree: Tree) -> None:
         stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
 
 
+_SCAN = re.compile(r"""(?P<string>"(?:[^"\\\n]|\\.)*")|(?P<loose>(?i:or|and)\b)|(?P<reset>(?i:not|segment|sentence)\b|>=|<=|[<>=,])
+    |(?P<operand>(?i:f[0-9]+\b)|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:label\s*:|family\s*:))
+    |(?P<open>\()|(?P<close>\))|(?P<plus>[+-])|(?P<star>\*)|(?P<word>\w+)""", re.VERBOSE)
+
+
+def check_chains(text: str) -> None:
+    """Refuse, before lark builds a tree, a chain of operators too long for MAX_DEPTH. lark makes a
+    left-deep node per operator of a chain (`F0+F0+…`, `a AND b AND …`, `x*y*…`) at one level of
+    parentheses, and each has a child below it: a run of k such operators is at least k + 1 levels
+    deep. Only runs that cannot be split by a looser operator are counted, so this refuses nothing
+    check_size would accept; it answers a 3,000-term sum in milliseconds instead of parsing it whole."""
+    levels = [{"sum": 0, "star": 0, "and": 0, "or": 0, "after_operand": False}]
+    for m in _SCAN.finditer(text):
+        kind, level = m.lastgroup, levels[-1]
+        if kind == "open":
+            levels.append({"sum": 0, "star": 0, "and": 0, "or": 0, "after_operand": False})
+            continue
+        if kind == "close":
+            if len(levels) > 1:
+                levels.pop()
+            levels[-1]["after_operand"] = True
+            continue
+        chain = None
+        if kind in ("operand", "string", "word"):
+            level["after_operand"] = True
+            continue
+        if kind == "plus" and level["after_operand"]:  # binary + or -; a unary minus is part of its operand
+            level["star"], chain = 0, "sum"
+        elif kind == "star":
+            chain = "star"
+        elif kind == "loose":
+            op = m.group().lower()
+            level["sum"] = level["star"] = 0
+            if op == "or":
+                level["and"], chain = 0, "or"
+            else:
+                chain = "and"
+        elif kind == "reset":
+            level["sum"] = level["star"] = 0
+            if m.group() == ",":
+                level["and"] = level["or"] = 0
+        level["after_operand"] = False
+        if chain is not None:
+            level[chain] += 1
+            if level[chain] + 1 > MAX_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+                raise ExpressionError(f"the expression nests more than {MAX_DEPTH} levels deep (the limit; each NOT, "
+                                      "and each term of a chain of + or AND, is a level)", line=line, column=column,
+                                      expected=[])
+
+
 def _end_position(text: str) -> tuple[int, int]:
     """(line, column) just past the last non-blank character: where 'more was expected'."""
     stripped = text.rstrip()
@@ -169,6 +222,7 @@ def parse(text: str) -> ast.Expression:
         raise ExpressionError("the expression is empty", line=1, column=1,
                               expected=_words({"FEATURE", "LABEL", "FAMILY", "ANY", "NOT", "NUMBER", "LPAR", "MINUS",
                                                  "SEGMENT"}))
+    check_chains(text)
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:

@@ -120,6 +120,16 @@ class _IndexCache:
 _cache = _IndexCache()
 
 
+def forget_runs(store: ArtifactStore, run_ids: list[int]) -> None:
+    """Drop what this process remembers of these embedding runs' indexes (the runs were deleted)."""
+    folders = tuple(store.uri(f"embedding-runs/{i}").rstrip("/") + "/" for i in run_ids)
+    with _cache.lock:
+        for memo in [m for m, uri in _cache.known.items() if uri.startswith(folders)]:
+            del _cache.known[memo]
+        for uri in [u for u in _cache.loaded if u.startswith(folders)]:
+            del _cache.loaded[uri]
+
+
 def _catalogued_uri(session: Session, run_id: int, key: str, store: ArtifactStore) -> str | None:
     uri = store.uri(key)
     found = [a for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=run_id)

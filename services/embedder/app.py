@@ -2,32 +2,25 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from contracts.embed import EmbedRequest, EmbedResponse, ModelInfo
+from contracts.service_security import NO_DOCS, authorized
 from services.embedder.config import EmbedderSettings, get_settings
 from services.embedder.encoder import configure_threads
 from services.embedder.errors import EmbedderInputError, RequestTooLargeError, UnknownModelError
 from services.embedder.models import ModelCache
 from services.embedder.queries import embed_query, model_info
 
-_bearer = HTTPBearer(auto_error=False)
-
-
-def require_token(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> None:
-    """With a service token configured, only callers that present it get through (401 otherwise)."""
+def require_token(request: Request) -> None:
+    """With a service token configured, only callers that present it get through (401 otherwise);
+    without one, only callers on loopback."""
     token = request.app.state.settings.service_token
-    if token is None:
-        return
-    given = credentials.credentials if credentials else ""
-    if not secrets.compare_digest(given.encode(), token.get_secret_value().encode()):
+    secret = token.get_secret_value() if token is not None else None
+    if not authorized(request.headers.get("authorization"), secret, request.scope.get("server")):
         raise HTTPException(status_code=401, detail="missing or wrong bearer token",
                             headers={"WWW-Authenticate": "Bearer"})
 
@@ -48,10 +41,11 @@ def create_app(settings: EmbedderSettings | None = None, *, models: ModelCache |
     """The embedder app; models load lazily, once, on first use (or come from `models`, shared)."""
     settings = settings or get_settings()
     app = FastAPI(title="Prisma embedder", version="0.1.0",
-                  description="Text -> vectors with chunk-and-average (no token dropped).")
+                  description="Text -> vectors with chunk-and-average (no token dropped).", **NO_DOCS)
     app.state.settings = settings
     app.state.models = models or ModelCache(
-        device=settings.device, precision=settings.precision, default_model=settings.default_model
+        device=settings.device, precision=settings.precision, default_model=settings.default_model,
+        max_models=settings.cached_models,
     )
     configure_threads(settings.threads)
     protected = [Depends(require_token)]
@@ -73,9 +67,10 @@ def create_app(settings: EmbedderSettings | None = None, *, models: ModelCache |
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    statuses = ((RequestTooLargeError, 413), (UnknownModelError, 404), (EmbedderInputError, 422))
+    statuses = ((RequestTooLargeError, 413), (UnknownModelError, 422), (EmbedderInputError, 422))
     for exc_type, status in statuses:
         def handler(_: Request, exc: Exception, status: int = status) -> JSONResponse:
-            return JSONResponse(status_code=status, content={"detail": str(exc)})
+            field = {"field": "model"} if isinstance(exc, UnknownModelError) else {}
+            return JSONResponse(status_code=status, content={"detail": str(exc), **field})
 
         app.add_exception_handler(exc_type, handler)

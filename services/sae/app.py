@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import secrets
 from collections import OrderedDict
-from typing import Annotated
 
 import numpy as np
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 
 from artifacts import ArtifactStore
 from contracts.sae import EncodeRequest, EncodeResponse
+from contracts.service_security import NO_DOCS, authorized
 from services.sae.config import SaeSettings, get_settings
 from services.sae.encoding import encode_vectors
 from services.sae.io import load_sae
@@ -35,16 +34,13 @@ class SaeCache:
 
 def create_app(settings: SaeSettings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    app = FastAPI(title="Prisma SAE service", version="0.1.0")
+    app = FastAPI(title="Prisma SAE service", version="0.1.0", **NO_DOCS)
     app.state.settings = settings
     app.state.saes = SaeCache(ArtifactStore(settings.artifact_root), settings.cached_saes)
 
-    def require_token(authorization: Annotated[str | None, Header()] = None) -> None:
-        token = settings.service_token
-        if token is None:
-            return
-        given = (authorization or "").removeprefix("Bearer ")
-        if not authorization or not secrets.compare_digest(given, token.get_secret_value()):
+    def require_token(request: Request) -> None:
+        token = settings.service_token.get_secret_value() if settings.service_token else None
+        if not authorized(request.headers.get("authorization"), token, request.scope.get("server")):
             raise HTTPException(401, "missing or wrong service token", headers={"WWW-Authenticate": "Bearer"})
 
     @app.get("/health")

@@ -13,6 +13,7 @@ from contracts.concepts import ConceptCreate, ConceptList, ConceptMetrics, Conce
 from contracts.jobs import JobOut
 from gateway.db import session_scope
 from gateway.deps import CurrentKey, RequestId, SessionDep
+from gateway.domain.auth import trail
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.apply import start_apply
 from gateway.domain.concepts.describe import concept_out, concept_summary
@@ -71,6 +72,7 @@ async def apply(concept_id: int, request: Request, principal: CurrentKey, rid: R
 def export(concept_id: int, request: Request, session: SessionDep, _: CurrentKey) -> StreamingResponse:
     """The applied concept's matches as CSV, streamed (memory stays flat for any number of rows)."""
     plan = plan_export(session, concept_id)
+    trail.record_export(session, plan)
     state = request.app.state
     return StreamingResponse(stream_csv(state.factory, state.store, plan), media_type="text/csv; charset=utf-8",
                              headers={"Content-Disposition": f'attachment; filename="concept-{plan.concept_id}.csv"',

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from contracts.catalog import DatasetOut, DatasetPage, DocumentOut, DocumentPage, ErrorOut
 from contracts.datasets import ColumnMapping
 from gateway.deps import CurrentKey, DatasetDep, RequestId, SessionDep, SettingsDep, StoreDep
+from gateway.domain.auth import trail
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.accounts import project_for_upload
 from gateway.domain.datasets import repo
@@ -174,6 +175,7 @@ def list_documents(
 ) -> DocumentPage:
     rows, total = repo.list_documents(session, dataset_id=ds.id, limit=limit, offset=offset,
                                       text_chars=LISTING_TEXT_CHARS)
+    trail.record_read(session, "documents.read", dataset_id=ds.id, count=len(rows), offset=offset)
     return DocumentPage(items=[listed_document(doc, text) for doc, text in rows], total=total, limit=limit,
                         offset=offset, text_chars=LISTING_TEXT_CHARS)
 
@@ -183,6 +185,7 @@ def get_document(ds: DatasetDep, document_id: int, session: SessionDep, _: Curre
     doc = repo.get_document(session, dataset_id=ds.id, document_id=document_id)
     if doc is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"document {document_id} not found in dataset {ds.id}")
+    trail.record_read(session, "documents.read", dataset_id=ds.id, count=1, document_id=document_id)
     return DocumentOut.model_validate(doc)
 
 

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 
-from contracts.catalog import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, AuditEventOut, ErrorOut
+from contracts.catalog import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, AuditEventOut, AuditFilter, ErrorOut
 from gateway.deps import CurrentKey, RequestId, SessionDep
-from gateway.domain.auth import repo
+from gateway.domain.auth import repo, trail
 from gateway.domain.auth.accounts import user_named
 from gateway.domain.auth.models import ApiKey, User
 from gateway.domain.auth.service import KeyNameTaken, audit, create_key
@@ -49,7 +49,10 @@ def revoke(key_id: int, session: SessionDep, principal: CurrentKey, rid: Request
 
 @router.get("/audit-events", response_model=list[AuditEventOut])
 def audit_events(
-    session: SessionDep, _: CurrentKey,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100, offset: Annotated[int, Query(ge=0)] = 0,
+    session: SessionDep, _: CurrentKey, filters: Annotated[AuditFilter, Query()],
+    limit: Annotated[int, Query(ge=1, le=500)] = 100, offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> list[AuditEventOut]:
-    return [AuditEventOut.model_validate(e) for e in repo.list_audit_events(session, limit=limit, offset=offset)]
+    """Newest first; `actor` (a key's name, 'cli' or 'anonymous'), `action` ('documents.read', or a
+    prefix ending in '.': 'auth.'), `since` (inclusive) and `until` (exclusive), ISO 8601 times."""
+    rows, _total = trail.list_events(session, **filters.model_dump(), limit=limit, offset=offset)
+    return [AuditEventOut.model_validate(e) for e in rows]

@@ -12,6 +12,7 @@ from contracts.catalog import ErrorOut
 from contracts.search import Candidate, SearchErrorOut, SearchRequest, SearchResponse
 from gateway.api.v1.sae import SaeRunDep
 from gateway.deps import CurrentKey, SessionDep
+from gateway.domain.auth import trail
 from gateway.search import service
 from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
 from gateway.search.space import SearchNotReady
@@ -40,9 +41,11 @@ async def search(
     state = request.app.state
     # The request's own session (the key and the run were read in it): one transaction a request.
     if body.mode == "expression":
-        return await asyncio.to_thread(service.expression_search, state, run.id, body, session)
+        return trail.record_search(session, run.id, body.expression, body.mode,
+                                   await asyncio.to_thread(service.expression_search, state, run.id, body, session))
     if body.mode == "text":
-        return await service.text_search(state, run.id, body, session)
+        return trail.record_search(session, run.id, body.text, body.mode,
+                                   await service.text_search(state, run.id, body, session))
     return await service.label_query(state, run.id, body, session)
 
 

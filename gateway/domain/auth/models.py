@@ -69,12 +69,13 @@ class AuditEvent(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
-    actor: Mapped[str] = mapped_column(String(100))
+    actor: Mapped[str] = mapped_column(String(100), index=True)
     action: Mapped[str] = mapped_column(String(100), index=True)
     target_type: Mapped[str | None] = mapped_column(String(50))
     target_id: Mapped[str | None] = mapped_column(String(100))
     request_id: Mapped[str | None] = mapped_column(String(64))
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    project_id: Mapped[int | None] = mapped_column(index=True, comment="The project of the target, when it has one.")
 
 
 class DashboardSession(Base):

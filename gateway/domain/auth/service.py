@@ -105,8 +105,7 @@ def create_key(
     plain = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
     key = repo.add_key(session, name=name, prefix=prefix, key_hash=hash_key(plain), user_id=owner.id,
                        read_only=read_only, expires_at=expires_at)
-    repo.add_audit_event(session, actor=name, action="apikey.create", target_type="api_key", target_id=key.id)
-    return key, plain
+    return key, plain  # the caller audits it as the creating key (or the CLI): never as the new key
 
 
 def start_session(session: Session, principal: Principal, *, max_age_s: int) -> str:

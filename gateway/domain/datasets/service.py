@@ -27,6 +27,8 @@ from gateway.domain.datasets import repo
 from gateway.domain.datasets.models import Dataset
 from gateway.domain.datasets.parsing import DatasetInputError, detect_format, iter_documents
 from gateway.domain.datasets.snapshot import SnapshotWriter
+from gateway.domain.jobs.service import request_cancel
+from gateway.domain.runs import repo as run_repo
 
 log = logging.getLogger(__name__)
 BATCH_BYTES = 16 * 1024 * 1024  # flush a batch past this much text, whatever its length
@@ -170,18 +172,38 @@ def delete_dataset(
     factory: sessionmaker[Session], store: ArtifactStore, *, dataset_id: int, principal: Principal | None,
     request_id: str | None = None,
 ) -> bool:
-    """Delete a dataset, its documents and its artifacts; False if it does not exist."""
+    """Delete a dataset, its documents and everything computed from it: embedding runs (vectors,
+    chunks, FAISS indexes), SAE runs (weights, codes, statistics, naming), concepts (matches), their
+    rows (the database cascades) and their files; False if it does not exist."""
     with session_scope(factory) as session:
         ds = repo.get_dataset(session, dataset_id=dataset_id)
         if ds is None:
             return False
         n_docs = ds.n_documents
+        derived = run_repo.derived_from_dataset(session, dataset_id=dataset_id)
+        for job_id in run_repo.jobs_of_derived(session, derived):  # a running job stops at its next batch
+            request_cancel(session, job_id=job_id)
         repo.delete_dataset(session, dataset=ds)
-        artifact_repo.forget_owner(session, owner_type="dataset", owner_id=dataset_id)
+        for owner_type, ids in [("dataset", [dataset_id]), *derived.items()]:
+            for owner_id in ids:
+                artifact_repo.forget_owner(session, owner_type=owner_type, owner_id=owner_id)
         audit(session, principal, "dataset.delete", target_type="dataset", target_id=dataset_id,
-              request_id=request_id, details={"n_documents": n_docs})
-    store.delete(f"datasets/{dataset_id}")
+              request_id=request_id, details={"n_documents": n_docs, **{f"{k}s": len(v) for k, v in derived.items()}})
+    folders = {"dataset": "datasets", "embedding_run": "embedding-runs", "sae_run": "sae-runs", "concept": "concepts"}
+    for owner_type, ids in [("dataset", [dataset_id]), *derived.items()]:
+        for owner_id in ids:
+            store.delete(f"{folders[owner_type]}/{owner_id}")
+    forget_cached_runs(store, derived)
     return True
+
+
+def forget_cached_runs(store: ArtifactStore, derived: dict[str, list[int]]) -> None:
+    """This process's caches of deleted runs (codes, FAISS indexes): ids can be used again."""
+    from gateway.search import space, text_index
+
+    if derived["sae_run"]:
+        space.clear_cache()
+    text_index.forget_runs(store, derived["embedding_run"])
 
 
 __all__ = ["DatasetInputError", "ImportLimits", "ImportRequest", "delete_dataset", "import_dataset"]

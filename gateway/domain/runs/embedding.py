@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from contracts.embed import EmbedJobPayload, EmbedJobResult, EmbeddingRunSpec
+from contracts.model_allowlist import ModelNotAllowed, resolve_allowed
 from contracts.runs import EmbeddingRunCreate
 from gateway.db import session_scope, utcnow
 from gateway.domain.artifacts import repo as artifact_repo
@@ -31,8 +32,19 @@ class EmbeddingRunJob(BaseModel):
     run_id: int
 
 
+def check_allowed_model(name: str | None, *, field: str) -> None:
+    """A 422 naming `field` and listing the allowed embedding models, for a name outside PRISMA_MODELS."""
+    if name not in (None, "", "default"):
+        try:
+            resolve_allowed(name, kind="encoder", field=field)
+        except ModelNotAllowed as exc:
+            raise RunInputError(f"{field}: {exc}", field=field) from None
+
+
 async def check_model(services: ServiceClients, spec: EmbeddingRunSpec) -> None:
-    """Ask the embedder to load the model now, so that a wrong path is a 422 here, not a failed job."""
+    """Ask the embedder to load the model now, so that a wrong name is a 422 here, not a failed job.
+    A name outside the allowlist is refused first, without a call (or the embedder's start-up)."""
+    check_allowed_model(spec.model, field="model")
     try:
         await services.post("embedder", "/embed", {"texts": ["ok"], "model": spec.model, "pooling": spec.pooling})
     except ServiceError as exc:

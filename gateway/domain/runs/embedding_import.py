@@ -31,6 +31,7 @@ from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.runs import repo
+from gateway.domain.runs.embedding import check_allowed_model
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import EmbeddingRun
 from gateway.domain.runs.query_model import IMPORTED
@@ -138,6 +139,7 @@ def dataset_keys(factory: Any, store: ArtifactStore, dataset_id: int, principal:
 
 
 async def check_query_model(services: ServiceClients, req: ImportRequest, d: int) -> None:
+    check_allowed_model(req.query_model, field="query_model")
     """The query model loads on the embedder and makes vectors of the upload's dimension."""
     try:
         out = await services.post("embedder", "/embed", {"texts": ["ok"], "model": req.query_model,

@@ -12,6 +12,29 @@ from gateway.domain.datasets.models import Dataset
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
 
 
+def derived_from_dataset(session: Session, *, dataset_id: int) -> dict[str, list[int]]:
+    """Ids of everything computed from a dataset: its embedding runs, their SAE runs, their concepts."""
+    from gateway.domain.concepts.models import Concept
+
+    emb = list(session.scalars(select(EmbeddingRun.id).where(EmbeddingRun.dataset_id == dataset_id)))
+    sae = list(session.scalars(select(SaeRun.id).where(SaeRun.embedding_run_id.in_(emb)))) if emb else []
+    concepts = list(session.scalars(select(Concept.id).where(Concept.sae_run_id.in_(sae)))) if sae else []
+    return {"embedding_run": emb, "sae_run": sae, "concept": concepts}
+
+
+def jobs_of_derived(session: Session, derived: dict[str, list[int]]) -> list[str]:
+    """The jobs that compute those runs and concepts (to cancel before their files go)."""
+    from gateway.domain.concepts.models import Concept
+
+    found: list[str | None] = []
+    for model, column, ids in [(EmbeddingRun, EmbeddingRun.job_id, derived["embedding_run"]),
+                               (SaeRun, SaeRun.job_id, derived["sae_run"]),
+                               (Concept, Concept.apply_job_id, derived["concept"])]:
+        if ids:
+            found += session.scalars(select(column).where(model.id.in_(ids)))
+    return [j for j in found if j]
+
+
 def add_embedding_run(session: Session, **fields: Any) -> EmbeddingRun:
     run = EmbeddingRun(**fields)
     session.add(run)

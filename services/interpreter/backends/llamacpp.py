@@ -14,13 +14,14 @@ import asyncio
 import atexit
 import importlib.util
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from services.interpreter.backends.base import BackendOutputError, BackendTimeout, BackendUnavailable
 from services.interpreter.backends.chat import ChatBackend
 
-_MODELS: dict[tuple, Any] = {}
+_MODELS: OrderedDict[tuple, Any] = OrderedDict()
 _LOAD_LOCK = threading.Lock()
 # One generation at a time per loaded Llama (a context is not re-entrant), held by the thread that
 # generates: an asyncio lock alone is released when a call times out while its thread still decodes,
@@ -46,9 +47,11 @@ def smollm2_path() -> Path:
     return files[0]
 
 
-def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None, chat_format: str | None = None) -> Any:
+def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None, chat_format: str | None = None,
+               max_models: int = 1) -> Any:
     """The Llama of `path`, loaded once per process (per context size, threads and chat format; None:
-    the file's own chat template)."""
+    the file's own chat template); at most `max_models` kept, the least recently used dropped (a
+    thread generating with it keeps its reference, so it is never closed under it)."""
     key = (str(path), n_ctx, threads) + ((chat_format,) if chat_format else ())
     with _LOAD_LOCK:
         if key not in _MODELS:
@@ -61,6 +64,10 @@ def load_llama(path: str | Path, n_ctx: int = 2048, threads: int | None = None, 
                                      verbose=False, chat_format=chat_format)
             except (ValueError, RuntimeError) as exc:
                 raise BackendUnavailable(f"cannot load {path}: {exc}") from None
+            while len(_MODELS) > max_models:
+                old, _ = _MODELS.popitem(last=False)
+                _GENERATE_LOCKS.pop(old, None)
+        _MODELS.move_to_end(key)
         return _MODELS[key]
 
 
@@ -79,16 +86,17 @@ class LlamaCppBackend(ChatBackend):
     detect_chars = 700
 
     def __init__(self, *, model_path: str | Path | None = None, n_ctx: int = 2048, threads: int | None = None,
-                 timeout_s: float = 120.0, chat_format: str | None = None, **kwargs: Any) -> None:
+                 timeout_s: float = 120.0, chat_format: str | None = None, max_models: int = 1,
+                 **kwargs: Any) -> None:
         path = Path(model_path) if model_path else smollm2_path()
         super().__init__(model=path.stem, **kwargs)
         self.path, self.n_ctx, self.threads, self.timeout_s = path, n_ctx, threads, timeout_s
-        self.chat_format = chat_format
+        self.chat_format, self.max_models = chat_format, max_models
         self._lock = asyncio.Lock()  # one generation at a time: a Llama is not re-entrant
 
     def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any], temperature: float,
                   max_tokens: int, cancelled: threading.Event | None = None) -> str:
-        llm = load_llama(self.path, self.n_ctx, self.threads, self.chat_format)
+        llm = load_llama(self.path, self.n_ctx, self.threads, self.chat_format, self.max_models)
         with generate_lock(self.path, self.n_ctx, self.threads, self.chat_format):
             if cancelled is not None and cancelled.is_set():  # timed out while waiting for the model
                 raise BackendTimeout(f"llama.cpp {self.model}: cancelled")
