@@ -118,6 +118,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/concepts/{concept_id}"): READ_IN_PROJECT,
     ("GET", "/concepts/{concept_id}/apply"): READ_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
+    ("GET", "/audit"): ADMIN_ONLY,
 }
 
 
