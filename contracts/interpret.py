@@ -188,6 +188,21 @@ class CorpusRef(BaseModel):
     sae_uri: str | None = Field(
         default=None, description="The SAE folder (cfg.json): needed to find the strongest chunk.",
     )
+    segments: list[str] = Field(
+        default_factory=list,
+        description="Segment shards .npz of the embedding run (SEGMENT_ARRAYS), with `segment_codes_uri`: the "
+        "features are then named on segments (sentences), each segment a unit of evidence, instead of on "
+        "whole documents. [] for documents.",
+    )
+    segment_codes_uri: str | None = Field(
+        default=None, description="The SAE run's segment codes, CSR npz float32 [segments, n]; with `segments`.",
+    )
+
+    @model_validator(mode="after")
+    def _segments_together(self) -> CorpusRef:
+        if bool(self.segments) != bool(self.segment_codes_uri):
+            raise ValueError("segments and segment_codes_uri: give both (naming on segments) or neither")
+        return self
 
 
 class BackendOptions(BaseModel):

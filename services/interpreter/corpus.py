@@ -79,13 +79,61 @@ class Corpus:
         return self.codes.indices[lo:hi][keep].astype(np.int64), values[keep]
 
 
-def load_corpus(store: ArtifactStore, ref: CorpusRef, *, with_sae: bool = True) -> Corpus:
-    """Read every artifact of `ref`; checks that the row counts agree."""
-    with store.open(ref.snapshot_uri) as f:
+SEGMENT_CORPUS_DOCUMENTS = 20_000
+"""Documents whose segments a segment corpus holds at most (a seeded sample beyond): at 200,000 notes of
+15 sentences each, all segments' vectors would be 4.6 GB; 20,000 notes' give every feature that fires
+on more than a few in 10,000 sentences enough evidence."""
+
+
+def _snapshot(store: ArtifactStore, uri: str) -> pa.Table:
+    with store.open(uri) as f:
         table = pq.read_table(f, columns=["position", "doc_id", "text"])
     positions = table.column("position").to_numpy()
     if not np.array_equal(positions, np.arange(len(positions))):
         table = table.sort_by("position")
+    return table
+
+
+def segment_corpus(table: pa.Table, shards: list[dict[str, np.ndarray]], codes: sp.csr_matrix, *,
+                   max_documents: int = SEGMENT_CORPUS_DOCUMENTS, seed: int = 0) -> Corpus:
+    """A corpus whose units are segments (sentences): texts are the segments' own spans, vectors their
+    embeddings (unit norm), codes their SAE codes, and doc_ids the ids of the documents they come from
+    (repeated). Features of an SAE trained on segments are about sentences ("suspected", "ruled out"):
+    named from whole notes, where they are one sentence among twenty, their keywords drown in the
+    notes' other words. Past `max_documents` documents, the segments of a seeded sample of them."""
+    position = np.concatenate([z["position"] for z in shards]).astype(np.int64)
+    if codes.shape[0] != len(position):
+        raise ValueError(f"corpus mismatch: {len(position)} segments, {codes.shape[0]} segment code rows")
+    n_docs = table.num_rows
+    if len(position) and (position.min() < 0 or position.max() >= n_docs):
+        raise ValueError(f"corpus mismatch: segment positions outside the {n_docs} documents")
+    rows = np.arange(len(position))
+    if n_docs > max_documents:
+        keep = np.zeros(n_docs, dtype=bool)
+        keep[np.random.default_rng(seed).choice(n_docs, max_documents, replace=False)] = True
+        rows = rows[keep[position]]
+    start = np.concatenate([z["char_start"] for z in shards])[rows]
+    end = np.concatenate([z["char_end"] for z in shards])[rows]
+    vectors = np.concatenate([z["vectors"] for z in shards])[rows].astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    texts = table.column("text").combine_chunks()
+    pos = position[rows]
+    pieces = [(texts[p].as_py() or "")[a:b] for p, a, b in zip(pos.tolist(), start.tolist(), end.tolist())]
+    doc_ids = table.column("doc_id").to_numpy()[pos]
+    return Corpus(pa.array(pieces, type=pa.string()), doc_ids, vectors, codes[rows].tocsc())
+
+
+def load_corpus(store: ArtifactStore, ref: CorpusRef, *, with_sae: bool = True) -> Corpus:
+    """Read every artifact of `ref`; checks that the row counts agree. With segments in `ref`, a
+    corpus of segments (`segment_corpus`)."""
+    table = _snapshot(store, ref.snapshot_uri)
+    if ref.segments and ref.segment_codes_uri:
+        shards = []
+        for uri in ref.segments:
+            with np.load(io.BytesIO(store.read_bytes(uri))) as z:
+                shards.append({k: z[k] for k in ("vectors", "position", "char_start", "char_end")})
+        codes = sp.load_npz(io.BytesIO(store.read_bytes(ref.segment_codes_uri))).tocsr()
+        return segment_corpus(table, shards, codes)
     vectors = np.concatenate([np.load(io.BytesIO(store.read_bytes(u))) for u in ref.embeddings])
     codes = sp.load_npz(io.BytesIO(store.read_bytes(ref.codes_csc_uri))).tocsc()
     n = table.num_rows

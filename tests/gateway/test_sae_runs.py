@@ -123,3 +123,21 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
     assert done["status"] == "succeeded", done
     page = (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=1", headers=auth)).json()
     assert 0 < page["items"][0]["density"] <= 1  # a share of the 24 documents, not of the segments
+
+    # Named on the notes' sentences: the evidence a name was made and scored on is of segments (rows
+    # beyond the 24 notes), and every densest feature gets a name.
+    wanted = [f["index"] for f in (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=6",
+                                                    headers=auth)).json()["items"]]
+    job = await client.post(f"/api/v1/sae-runs/{done['id']}/interpretations",
+                            json={"backends": [{"backend": "keywords"}], "features": wanted}, headers=auth)
+    assert job.status_code == 202, job.text
+    named = await wait_done(client, auth, f"/api/v1/jobs/{job.json()['id']}", timeout=240)
+    assert named["status"] == "succeeded" and named["result"]["n_named"] >= 1, named
+    rows: list[int] = []
+    for index in wanted:
+        shown = (await client.get(f"/api/v1/sae-runs/{done['id']}/features/{index}/interpretations",
+                                  headers=auth)).json()
+        if shown:
+            ev = shown[0]["evidence"]
+            rows += ev["activating"] + ev["random_negatives"] + ev["holdout_activating"] + ev["holdout_non_activating"]
+    assert max(rows) >= 24, rows  # 24 notes, about 18 sentences each

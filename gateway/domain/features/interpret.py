@@ -51,9 +51,11 @@ class InterpretJob(BaseModel):
     request: InterpretationRequest
 
 
-def _corpus_ref(session: Any, sae_run_id: int) -> tuple[CorpusRef, EmbeddingRun]:
+def _corpus_ref(session: Any, sae_run_id: int, *, naming: bool = False) -> tuple[CorpusRef, EmbeddingRun]:
     """Where the interpreter reads documents, vectors, chunks (none for imported vectors) and codes;
-    and the embedding run, whose `query_embedding` says how labels are embedded."""
+    and the embedding run, whose `query_embedding` says how labels are embedded. For `naming`, an
+    SAE run with segment codes names its features on segments (services/interpreter/corpus.py
+    segment_corpus); the feature page's documents stay documents."""
     sae = run_repo.get_sae_run(session, run_id=sae_run_id)
     emb = run_repo.get_embedding_run(session, run_id=sae.embedding_run_id)
     ds = dataset_repo.get_dataset(session, dataset_id=emb.dataset_id)
@@ -64,6 +66,9 @@ def _corpus_ref(session: Any, sae_run_id: int) -> tuple[CorpusRef, EmbeddingRun]
         chunks=[c["uri"] for c in emb.result.get("chunks", [])], codes_csc_uri=arts["codes_csc"]["uri"],
         sae_uri=arts["cfg"]["uri"].rsplit("/", 1)[0],
     )
+    if naming and "segment_codes" in arts and emb.result.get("segments"):
+        ref = ref.model_copy(update={"segments": [s["uri"] for s in emb.result["segments"]],
+                                     "segment_codes_uri": arts["segment_codes"]["uri"]})
     return ref, emb
 
 
@@ -85,7 +90,7 @@ def run_families(session: Any, sae_run_id: int) -> list[FeatureFamily]:
 def corpus_ref(ctx_factory: Any, sae_run_id: int) -> tuple[CorpusRef, list[FeatureFamily], dict[str, Any]]:
     """The interpreter's corpus reference, the run's families, and the label-embedding spec."""
     with session_scope(ctx_factory) as session:
-        ref, emb = _corpus_ref(session, sae_run_id)
+        ref, emb = _corpus_ref(session, sae_run_id, naming=True)
         return ref, run_families(session, sae_run_id), query_embedding(emb)
 
 
@@ -180,7 +185,7 @@ def _reinterpret_request(factory: Any, sae_run_id: int, index: int, body: Reinte
                                 field="index", status_code=404)
         if run.status != "succeeded":
             raise RunInputError(f"sae_run: SAE run {sae_run_id} has not succeeded", field="sae_run_id", status_code=409)
-        ref, emb = _corpus_ref(session, sae_run_id)
+        ref, emb = _corpus_ref(session, sae_run_id, naming=True)
         spec = query_embedding(emb)
         controls: list[str] = []
         for reliability in ("reliable", "unreliable"):
