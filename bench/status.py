@@ -20,7 +20,18 @@ Methods, each scored on the held-out rows (precision, recall, F1 of the positive
     segment embedded as an embedding run with `segments` does; the SAE (same settings) trained on
     the training rows' segment and document vectors (services.sae.segments.training_vectors); a
     document's codes = the row-wise max of its segments' codes (pooled_codes); Prisma's probe on them;
-  - expression_scoped: null (not built).
+  - expression_scoped: the features named on segments by Prisma's keywords back-end (the naming job's
+    segment corpus, services.interpreter.corpus.segment_corpus, with its term index and the label
+    embedder of bench/interpret.py), then a scoped expression written from the labels alone, as a
+    user reading the features list would: `SEGMENT((<topic> OR ...) AND NOT (<cue> OR ...))`, where the
+    topic features are those whose label's first term starts with the topic word (demo:
+    `bronchiolit`; negex: none, every row is a mention) and the cue features those whose first term
+    starts with one of the cue words of regex_cues (the same words a regex user wrote). No feature is
+    chosen by index or by the class labels; the expression and its features' labels are recorded;
+  - probe_tokens (measured for item 3, not a product path): an SAE (same settings, 2,000 steps) on
+    the last hidden state of every content token of every segment (unit norm; the training rows'
+    tokens), every token encoded, max-pooled to segments and then to documents, Prisma's probe on
+    the documents' codes.
 Every stage records its seconds and peak RSS (VmHWM, reset before the stage). Embeddings are
 cached in /tmp/prisma-bench with the seconds they took. Torch runs on one thread (see --threads).
 
@@ -61,7 +72,12 @@ CACHE = Path("/tmp/prisma-bench")
 RESULTS = ROOT / "bench/results/status.json"
 CS = np.logspace(-3, 3, 13)
 SAE = {"expansion_factor": 8, "k": 32, "max_steps": 2000, "lr": 3e-3}  # bench/probe.py's schedule
-METHODS = ("regex", "regex_cues", "tfidf_lr", "dense_lr", "probe_documents", "probe_segments", "expression_scoped")
+METHODS = ("regex", "regex_cues", "tfidf_lr", "dense_lr", "probe_documents", "probe_segments", "expression_scoped",
+           "probe_tokens")
+# expression_scoped: the words a user starts from (topic; the cue words of regex_cues, as written there)
+USER_WORDS = {"demo": (("bronchiolit",), ("sospett", "?", "esclus", "possibil", "probabil", "pregress")),
+              "negex": ((), ("no", "not", "denies", "denied", "without", "negative", "free", "ruled", "absence",
+                             "absent", "resolved", "declined", "neither", "nor", "unlikely"))}
 SEGMENTS_TRAIN_ON = "segments_and_documents"
 TOKENS = r"(?u)\b\w\w+\b|[\[\]?]"  # TF-IDF words, plus the mention marker and the question mark
 
@@ -192,7 +208,7 @@ def segment_vectors(ds: LabelledSet) -> tuple[Segments, float]:
 
 
 def segment_probe(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, out: dict | None = None,
-                  train_on: str = SEGMENTS_TRAIN_ON, seed: int = 0, **sae: Any) -> dict:
+                  train_on: str = SEGMENTS_TRAIN_ON, seed: int = 0, keep: list | None = None, **sae: Any) -> dict:
     """The SAE on the training rows' segment (and document) vectors; a document's codes = the max
     over its segments' codes (services.sae.segments.pooled_codes); Prisma's probe on them."""
     out = {} if out is None else out
@@ -200,7 +216,10 @@ def segment_probe(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, o
         x_train, x_hold = training_vectors(x, seg, train_on, split.train, split.test)
         model, out["sae_segments"] = train_sae(x_train, x_hold, seed, **sae)
         out["sae_segments"] |= {"train_on": train_on, "seed": seed}
-        codes = pooled_codes(model, seg, len(x)).documents  # [N, n] CSR, row-wise max over segments
+        pooled = pooled_codes(model, seg, len(x))
+        codes = pooled.documents  # [N, n] CSR, row-wise max over segments
+        if keep is not None:
+            keep.append(pooled)
     with stage(out, "probe_segments"):
         probe = fit_probe(codes[split.train], ds.y[split.train], seed=0)
         return _scored(ds.y[split.test], probe.predict(codes[split.test]), C=round(probe.C, 4),
@@ -222,6 +241,128 @@ def sensitivity(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, var
                      "fvu_heldout": out["sae_segments"]["fvu_heldout"],
                      "sae_seconds": out["stages"]["sae_segments"]["seconds"]})
     return rows
+
+
+# --- expression_scoped: names on segments, an expression from them ---------------------------
+def name_on_segments(ds: LabelledSet, seg: Segments, segment_codes: Any) -> tuple[dict[int, str], dict]:
+    """Every feature that fires on a segment, named by the keywords back-end on the segment corpus
+    (what the naming job does for a run with segment codes); (labels, timing)."""
+    import asyncio
+
+    import pyarrow as pa
+    from interpret import label_embedder
+
+    from contracts.interpret import BackendOptions
+    from services.interpreter.backends import build_backend
+    from services.interpreter.config import InterpreterSettings
+    from services.interpreter.corpus import segment_corpus
+    from services.interpreter.naming import Namer
+
+    table = pa.table({"position": np.arange(len(ds.texts)), "doc_id": np.arange(len(ds.texts)), "text": ds.texts})
+    shard = {"vectors": seg.vectors, "position": seg.position, "char_start": seg.char_start, "char_end": seg.char_end}
+    corpus = segment_corpus(table, [shard], segment_codes.tocsr())
+    opts = BackendOptions(backend="keywords")
+    namer = Namer(corpus=corpus, backends=[(opts, build_backend(opts, InterpreterSettings()))],
+                  embed_texts=label_embedder(1))
+    features = [int(f) for f in np.flatnonzero(corpus.codes.getnnz(axis=0) > 0)]
+    labels: dict[int, str] = {}
+    t0, records = time.perf_counter(), []
+    for i in range(0, len(features), 256):
+        pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]
+        records += asyncio.run(namer.name_features(features[i:i + 256], pool))
+    labels = {r.feature: r.interpretations[r.best].label for r in records if r.best is not None}
+    return labels, {"features_named": len(labels), "naming_seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _first_term_starts(label: str, stems: tuple[str, ...]) -> bool:
+    import re
+
+    words = re.findall(r"\w+|\?", label.split(",")[0].casefold())
+    return any(w.startswith(s) for w in words for s in stems)
+
+
+def user_expression(labels: dict[int, str], topic: tuple[str, ...], cues: tuple[str, ...]) -> tuple[str, dict]:
+    """The expression a user writes from the labels (see the module's docstring), F<n> for brevity."""
+    topic_f = sorted(i for i, lab in labels.items() if topic and _first_term_starts(lab, topic)
+                     and not _first_term_starts(lab, cues))
+    cue_f = sorted(i for i, lab in labels.items() if _first_term_starts(lab, cues))
+    cue_part = " OR ".join(f"F{i}" for i in cue_f) or "F0 < 0"
+    inner = (f"({' OR '.join(f'F{i}' for i in topic_f)}) AND NOT ({cue_part})" if topic_f
+             else f"NOT ({cue_part})")
+    return f"SEGMENT({inner})", {"topic_features": {str(i): labels[i] for i in topic_f},
+                                 "cue_features": {str(i): labels[i] for i in cue_f}}
+
+
+def run_expression(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, out: dict) -> dict | None:
+    from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
+
+    with stage(out, "name_segments"):
+        labels, out["naming"] = name_on_segments(ds, seg, pooled.segments)
+    topic, cues = USER_WORDS[ds.name]
+    expression, chosen = user_expression(labels, topic, cues)
+    if len(chosen["topic_features"]) + len(chosen["cue_features"]) > 256:  # the language's cap
+        out["expression_scoped"] = {"skipped": "more than 256 features", **chosen}
+        return None
+    with stage(out, "expression_scoped"):
+        spans = np.stack([seg.char_start, seg.char_end], axis=1)
+        space = SearchSpace(pooled.documents.tocsc(), labels, {}, SegmentCodes(pooled.segments, seg.position, spans))
+        match = evaluate(expression, space)
+    out["expression_scoped"] = {"expression": expression, **chosen}
+    return _scored(ds.y[split.test], match.mask[split.test].astype(np.int64))
+
+
+# --- probe_tokens: an SAE on token hidden states (issue #16 item 3, measured here) ------------
+def token_states(ds: LabelledSet, seg: Segments) -> tuple[np.ndarray, np.ndarray, float]:
+    """float16 [T, d] last hidden state of every content token of every segment (each segment run
+    through the model on its own, as its segment vector was) and the segment of each [T] (cached)."""
+    from services.embedder.chunking import chunk_token_windows, pack_batches
+    from services.embedder.encoder import build_batch, tokenize_texts
+
+    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
+    path = CACHE / f"status-{ds.name}-tokens-{key}.npz"
+    if path.exists():
+        with np.load(path) as z:
+            return z["x"], z["owner"], float(z["seconds"])
+    t0 = time.perf_counter()
+    lm = _model()
+    pieces = [ds.texts[d][a:b] for d, a, b in zip(seg.position.tolist(), seg.char_start.tolist(), seg.char_end.tolist())]
+    tok = tokenize_texts(lm, pieces)
+    plan = chunk_token_windows(tok.n_tokens, lm.window)
+    p = len(lm.prefix_ids)
+    states, owner = [], []
+    with torch.inference_mode():
+        for idx in pack_batches(plan.lengths + lm.n_special, batch_tokens=16384, max_batch_size=1024):
+            b = build_batch(lm, tok, plan, idx, "mean")
+            hidden = lm.model(input_ids=b.input_ids, attention_mask=b.attention_mask).last_hidden_state.float()
+            for j, c in enumerate(idx):
+                n = int(plan.lengths[c])
+                states.append(hidden[j, p:p + n].numpy().astype(np.float16))
+                owner.append(np.full(n, plan.doc[c], dtype=np.int64))
+    x, who = np.concatenate(states), np.concatenate(owner)
+    order = np.argsort(who, kind="stable")
+    seconds = time.perf_counter() - t0
+    np.savez(path, x=x[order], owner=who[order], seconds=seconds)
+    return x[order], who[order], seconds
+
+
+def run_tokens(ds: LabelledSet, split: Split, seg: Segments, out: dict) -> dict:
+    from services.sae.encoding import max_pool_rows
+
+    with stage(out, "embed_tokens"):
+        x16, owner, seconds = token_states(ds, seg)
+    out["stages"]["embed_tokens"]["embedding_seconds"] = round(seconds, 1)
+    with stage(out, "sae_tokens"):
+        x = x16.astype(np.float32)
+        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-6)
+        in_train = np.isin(seg.position[owner], split.train)
+        hold = np.flatnonzero(~in_train)
+        hold = np.random.default_rng(0).choice(hold, min(len(hold), 50_000), replace=False)
+        sae, out["sae_tokens"] = train_sae(x[in_train], x[np.sort(hold)])
+        out["sae_tokens"]["tokens"] = len(x)
+        segment_codes = max_pool_rows(encode_all(sae, x), owner, len(seg.position))
+        codes = max_pool_rows(segment_codes, seg.position, len(ds.texts))
+    with stage(out, "probe_tokens"):
+        return run_probe(codes, ds, split)
 
 
 # --- one set ---------------------------------------------------------------------------------
@@ -253,7 +394,10 @@ def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str]
     out["stages"]["embed_segments"]["embedding_seconds"] = round(seg_s, 1)
     out["segments"] = {"rows": len(seg.position), "per_document_mean": round(len(seg.position) / len(x), 2),
                        "per_document_max": int(np.bincount(seg.position).max())}
-    methods["probe_segments"] = segment_probe(x, seg, ds, split, out)
+    pooled: list = []
+    methods["probe_segments"] = segment_probe(x, seg, ds, split, out, keep=pooled)
+    methods["expression_scoped"] = run_expression(ds, split, seg, pooled[0], out)
+    methods["probe_tokens"] = run_tokens(ds, split, seg, out)
     out["methods"] = methods
     out["probe_segments_sensitivity"] = sensitivity(x, seg, ds, split, variants)
     return out

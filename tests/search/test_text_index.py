@@ -44,9 +44,10 @@ def test_kind_follows_the_setting() -> None:
 
 def _embedding_run(app, vectors: np.ndarray, shard_size: int) -> int:  # noqa: ANN001
     with session_scope(app.state.factory) as session:
+        from gateway.domain.auth.accounts import default_project
         from gateway.domain.datasets.models import Dataset
 
-        ds = Dataset(name="v", format="csv", n_documents=len(vectors))
+        ds = Dataset(name="v", format="csv", n_documents=len(vectors), project_id=default_project(session).id)
         session.add(ds)
         session.flush()
         run = EmbeddingRun(dataset_id=ds.id, model="default", status="succeeded", dim=vectors.shape[1],
