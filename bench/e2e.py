@@ -482,6 +482,28 @@ def measure(dep: Deployment, name: str, fn: Callable[[], dict]) -> dict:
     return out
 
 
+def resume_after_naming(args: argparse.Namespace) -> dict:
+    """The stages after naming on the kept data dir of an embedded run stopped in naming (`--resume
+    ROOT`): a fresh `prisma serve` on it, the dataset and SAE run found through the API. For a
+    machine too loaded to name every feature in the time at hand; the stages before are in the
+    stopped run's log."""
+    root = args.resume
+    dep = Embedded(root)
+    try:
+        client = Client(dep)
+        pipe = Pipeline(client, args, root / "notes.csv", None)
+        pipe.ids["dataset"] = client.call("GET", "/api/v1/datasets").json()["items"][0]["id"]
+        pipe.ids["sae"] = client.call("GET", "/api/v1/sae-runs").json()["items"][0]["id"]
+        stages = {name: measure(dep, name, fn) for name, fn in [
+            ("families", pipe.families), ("search_expression", pipe.search_expression),
+            ("search_text", pipe.search_text), ("concept_probe", pipe.concept_probe),
+            ("concept_apply", pipe.concept_apply), ("export_csv", pipe.export_csv)]}
+    finally:
+        dep.stop()
+    return {"stages_after_naming": stages, "load_average": [round(x, 2) for x in os.getloadavg()],
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
 def run(args: argparse.Namespace) -> dict:
     root = Path(tempfile.mkdtemp(prefix="prisma-e2e-", dir=args.tmp))
     try:
@@ -547,6 +569,8 @@ def main() -> None:
     parser.add_argument("--make-donors", action="store_true", help="Embed 2,000 notes here into --donors, then stop.")
     parser.add_argument("--make-query-model", type=Path, default=None,
                         help="Write a random BERT of width --dim to this directory, then stop.")
+    parser.add_argument("--resume", type=Path, default=None,
+                        help="A kept data dir of an embedded run stopped in naming: run the stages after it, print them.")
     parser.add_argument("--tmp", default=None, help="Where the data dir is made (default: the system's).")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -555,6 +579,9 @@ def main() -> None:
             make_donors(args.donors)
         if args.make_query_model:
             make_query_model(args.make_query_model, args.dim or 384)
+        return
+    if args.resume:
+        print(json.dumps(resume_after_naming(args), indent=2))
         return
     if args.embedding == "imported" and not args.donors.exists():
         parser.error(f"{args.donors} missing: run a computed embedding first (e.g. --n 2000), which writes it")
