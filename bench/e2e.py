@@ -190,8 +190,12 @@ class Embedded(Deployment):
         self.proc = subprocess.Popen([PRISMA, "serve", "--port", str(port)], env=self.env, cwd=ROOT,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         wait(lambda: _healthy(self.url), 180, "prisma serve")
-        out = subprocess.run([PRISMA, "apikey", "create", "--name", "e2e"], env=self.env, cwd=ROOT,
-                             capture_output=True, text=True, check=True)
+        try:  # a name of its own: --resume starts a server on a data dir that has one already
+            out = subprocess.run([PRISMA, "apikey", "create", "--name", f"e2e-{uuid.uuid4().hex[:8]}"], env=self.env,
+                                 cwd=ROOT, capture_output=True, text=True, check=True)
+        except BaseException:
+            self.stop()
+            raise
         self.key = out.stdout.strip().splitlines()[-1]
 
     def roles(self) -> dict[str, int]:
