@@ -51,10 +51,10 @@ import tempfile
 import threading
 import time
 import uuid
-from urllib.parse import urlparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import numpy as np
