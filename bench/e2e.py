@@ -20,8 +20,21 @@ set (else its primary condition:status, else any), plus Gaussian noise of norm `
 then sees the corpus's real structure (conditions, statuses, co-mentions) at a larger scale; the
 texts stay the generator's, so keywords, search and probes read real notes.
 
+Donors without a whole computed run: `--make-donors` embeds the 2,000 notes in this process (the
+default model, its mean pooling, unit norm: what a default embedding run computes) and writes them.
+
+Wider vectors (`--dim 768`): the 384-dimensional donors' mixtures are carried into `--dim`
+dimensions by a fixed random isometry (orthonormal columns, seed 0) before the noise is added in
+the wide space, so cosines between notes are kept. Text search and naming then need a query
+model of that width: `--make-query-model DIR` writes a BERT of hidden size `--dim` (2 layers,
+random weights, MiniLM's tokenizer) there, and `--query-model DIR` names it. Its vectors mean
+nothing (search hits and name scores are noise); what such a run measures is time and memory.
+
     nice -n 19 python bench/e2e.py --n 2000 --embedding computed
     nice -n 19 python bench/e2e.py --n 200000 --embedding imported [--mode distributed]
+    nice -n 19 python bench/e2e.py --make-donors
+    nice -n 19 python bench/e2e.py --make-query-model /tmp/bert768 --dim 768
+    nice -n 19 python bench/e2e.py --n 200000 --embedding imported --dim 768 --expansion 16 --query-model /tmp/bert768
 """
 
 from __future__ import annotations
@@ -38,10 +51,10 @@ import tempfile
 import threading
 import time
 import uuid
-from urllib.parse import urlparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import numpy as np
@@ -177,8 +190,12 @@ class Embedded(Deployment):
         self.proc = subprocess.Popen([PRISMA, "serve", "--port", str(port)], env=self.env, cwd=ROOT,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         wait(lambda: _healthy(self.url), 180, "prisma serve")
-        out = subprocess.run([PRISMA, "apikey", "create", "--name", "e2e"], env=self.env, cwd=ROOT,
-                             capture_output=True, text=True, check=True)
+        try:  # a name of its own: --resume starts a server on a data dir that has one already
+            out = subprocess.run([PRISMA, "apikey", "create", "--name", f"e2e-{uuid.uuid4().hex[:8]}"], env=self.env,
+                                 cwd=ROOT, capture_output=True, text=True, check=True)
+        except BaseException:
+            self.stop()
+            raise
         self.key = out.stdout.strip().splitlines()[-1]
 
     def roles(self) -> dict[str, int]:
@@ -301,6 +318,53 @@ def synthetic_vectors(labels: list[list[str]], donors: Path, noise: float, seed:
     return out
 
 
+def widen(x: np.ndarray, dim: int, noise: float, seed: int = 0) -> np.ndarray:
+    """[N, d] unit rows → [N, dim]: through a fixed random isometry (cosines kept, rows still unit),
+    plus Gaussian noise of norm `noise` in the wide space, renormalised. Blocks of 8,192 rows."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.standard_normal((dim, x.shape[1])))  # [dim, d], orthonormal columns
+    q = q.astype(np.float32)
+    out = np.empty((len(x), dim), dtype=np.float32)
+    for start in range(0, len(x), 8192):
+        block = x[start:start + 8192] @ q.T  # [b, dim]
+        block += rng.standard_normal(block.shape, dtype=np.float32) * (noise / np.sqrt(dim))
+        out[start:start + 8192] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def make_donors(path: Path, n: int = 2000) -> None:
+    """The n notes embedded in this process as a default embedding run embeds them, with their labels."""
+    import torch
+
+    from services.embedder.encoder import embed_texts
+    from services.embedder.models import load_model
+
+    notes = list(generate_notes(n, seed=0))
+    t0 = time.perf_counter()
+    lm = load_model("default", device=torch.device("cpu"), dtype=torch.float32)
+    vectors = embed_texts(lm, [note.text for note in notes]).vectors
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, vectors=vectors.astype(np.float32), labels=np.array(["|".join(x.labels) for x in notes]))
+    print(f"donors: {n} notes embedded in {time.perf_counter() - t0:.0f} s → {path}", flush=True)
+
+
+def make_query_model(path: Path, dim: int) -> None:
+    """A BERT of hidden size `dim` (2 layers, random weights, seed 0) with MiniLM's tokenizer: a query
+    model of the right width for imported vectors of `dim` dimensions, nothing more."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from services.embedder.models import default_model_path
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(default_model_path(), local_files_only=True)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=dim, num_hidden_layers=2,
+                        num_attention_heads=max(1, dim // 64), intermediate_size=4 * dim, max_position_embeddings=512)
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    print(f"query model: BERT, hidden size {dim}, 2 layers, random weights → {path}", flush=True)
+
+
 def save_donors(dep: Deployment, run: dict, labels: list[list[str]], path: Path) -> None:
     """The computed run's real vectors (its shards, in dataset order) and each note's labels."""
     vectors = np.concatenate([np.load(urlparse(s["uri"]).path) for s in run["result"]["shards"]]).astype(np.float32)
@@ -335,9 +399,9 @@ class Pipeline:
             run = self.c.call("POST", "/api/v1/embedding-runs/import",
                               files={"file": ("vectors.npy", f, "application/octet-stream")},
                               data={"dataset_id": str(self.ids["dataset"]), "name": "e2e-synthetic",
-                                    "query_model": "default"}).json()
+                                    "query_model": self.args.query_model}).json()
         self.ids["embedding"] = run["id"]
-        return {"upload_bytes": self.vectors.stat().st_size}
+        return {"upload_bytes": self.vectors.stat().st_size, "dim": run["dim"]}
 
     def sae(self) -> dict:
         config = {"expansion_factor": self.args.expansion, "k": self.args.k, "max_steps": self.args.sae_steps}
@@ -422,6 +486,28 @@ def measure(dep: Deployment, name: str, fn: Callable[[], dict]) -> dict:
     return out
 
 
+def resume_after_naming(args: argparse.Namespace) -> dict:
+    """The stages after naming on the kept data dir of an embedded run stopped in naming (`--resume
+    ROOT`): a fresh `prisma serve` on it, the dataset and SAE run found through the API. For a
+    machine too loaded to name every feature in the time at hand; the stages before are in the
+    stopped run's log."""
+    root = args.resume
+    dep = Embedded(root)
+    try:
+        client = Client(dep)
+        pipe = Pipeline(client, args, root / "notes.csv", None)
+        pipe.ids["dataset"] = client.call("GET", "/api/v1/datasets").json()["items"][0]["id"]
+        pipe.ids["sae"] = client.call("GET", "/api/v1/sae-runs").json()["items"][0]["id"]
+        stages = {name: measure(dep, name, fn) for name, fn in [
+            ("families", pipe.families), ("search_expression", pipe.search_expression),
+            ("search_text", pipe.search_text), ("concept_probe", pipe.concept_probe),
+            ("concept_apply", pipe.concept_apply), ("export_csv", pipe.export_csv)]}
+    finally:
+        dep.stop()
+    return {"stages_after_naming": stages, "load_average": [round(x, 2) for x in os.getloadavg()],
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
 def run(args: argparse.Namespace) -> dict:
     root = Path(tempfile.mkdtemp(prefix="prisma-e2e-", dir=args.tmp))
     try:
@@ -431,7 +517,9 @@ def run(args: argparse.Namespace) -> dict:
         vectors = None
         if args.embedding == "imported":
             vectors = root / "vectors.npy"
-            np.save(vectors, synthetic_vectors(labels, args.donors, args.noise))
+            x = synthetic_vectors(labels, args.donors, args.noise)
+            np.save(vectors, x if args.dim is None or args.dim == x.shape[1] else widen(x, args.dim, args.noise))
+            del x
         dep = Embedded(root) if args.mode == "embedded" else Distributed(root)
         try:
             pipe = Pipeline(Client(dep), args, root / "notes.csv", vectors)
@@ -454,7 +542,8 @@ def run(args: argparse.Namespace) -> dict:
     shutil.rmtree(root)
     after_embed = sum(s["seconds"] for k, s in stages.items() if not k.startswith("embed"))
     peak = max(s["peak_rss_mib"] or 0 for k, s in stages.items() if not k.startswith("embed"))
-    return {"n": args.n, "mode": args.mode, "embedding": args.embedding, "stages": stages,
+    dim = stages.get("embed_import", {}).get("dim") or 384
+    return {"n": args.n, "mode": args.mode, "embedding": args.embedding, "dim": dim, "stages": stages,
             "totals": {"seconds_without_embedding": round(after_embed, 1),
                        "seconds": round(sum(s["seconds"] for s in stages.values()), 1),
                        "peak_rss_mib_without_embedding": peak},
@@ -477,9 +566,27 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=32)
     parser.add_argument("--sae-steps", type=int, default=600,
                         help="SAE optimiser steps of 256 documents (600: 154k samples; 1.8 steps/s here at n = 12,288).")
+    parser.add_argument("--dim", type=int, default=None,
+                        help="Imported vectors' dimension (default: the donors'); wider ones through a random isometry.")
+    parser.add_argument("--query-model", default="default",
+                        help="The import's query model (a model directory of the vectors' width; see --make-query-model).")
+    parser.add_argument("--make-donors", action="store_true", help="Embed 2,000 notes here into --donors, then stop.")
+    parser.add_argument("--make-query-model", type=Path, default=None,
+                        help="Write a random BERT of width --dim to this directory, then stop.")
+    parser.add_argument("--resume", type=Path, default=None,
+                        help="A kept data dir of an embedded run stopped in naming: run the stages after it, print them.")
     parser.add_argument("--tmp", default=None, help="Where the data dir is made (default: the system's).")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.make_donors or args.make_query_model:
+        if args.make_donors:
+            make_donors(args.donors)
+        if args.make_query_model:
+            make_query_model(args.make_query_model, args.dim or 384)
+        return
+    if args.resume:
+        print(json.dumps(resume_after_naming(args), indent=2))
+        return
     if args.embedding == "imported" and not args.donors.exists():
         parser.error(f"{args.donors} missing: run a computed embedding first (e.g. --n 2000), which writes it")
 
@@ -496,9 +603,9 @@ def main() -> None:
                             "run of 2,000 notes) of notes with the same label set (else the same primary "
                             "condition:status), plus Gaussian noise of norm --noise, renormalised",
     })
-    runs = [r for r in report.get("runs", [])
-            if (r["n"], r["mode"], r["embedding"]) != (args.n, args.mode, args.embedding)]
-    report["runs"] = sorted([*runs, result], key=lambda r: (r["mode"], r["n"], r["embedding"]))
+    key = (args.n, args.mode, args.embedding, result["dim"])
+    runs = [r for r in report.get("runs", []) if (r["n"], r["mode"], r["embedding"], r.get("dim", 384)) != key]
+    report["runs"] = sorted([*runs, result], key=lambda r: (r["mode"], r.get("dim", 384), r["n"], r["embedding"]))
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(result["totals"]))
 

@@ -184,3 +184,14 @@ class EmbeddingImportResult(BaseModel):
     chunks: list[ArtifactInfo] = Field(
         default_factory=list, description="Always empty: imported vectors have no chunk provenance.",
     )
+    segments: list[ArtifactInfo] = Field(
+        default_factory=list,
+        description="Segment shards in order (.npz, arrays as SEGMENT_ARRAYS, one per embeddings shard) when "
+        "segment vectors were imported; empty otherwise.",
+    )
+    n_segments: int = Field(default=0, description="Segment rows stored (uploaded ones plus filled ones).")
+    n_segments_uploaded: int = Field(default=0, description="Segments in the uploaded segments file.")
+    n_documents_without_segments: int = Field(
+        default=0, description="Documents the segments file had no segment for: each got one spanning its "
+        "whole text with the document's own vector (as the embedder does for a text without a sentence).",
+    )

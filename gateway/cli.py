@@ -331,6 +331,9 @@ def embeddings_import(
     query_model: Annotated[str | None, typer.Option(help=(
         "Embedder model that embeds texts as these vectors were (enables text search and naming)."))] = None,
     query_pooling: Annotated[str, typer.Option(help="mean | mean_content | cls (with --query-model)")] = "mean",
+    segments: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, readable=True, help=(
+        "Segment vectors too (for SAE runs with train_on segments): Parquet with an id column, char_start, "
+        "char_end and vector, or .npz with arrays of those names (vectors [S, d])."))] = None,
 ) -> None:
     """Import vectors embedded elsewhere for DATASET as a succeeded embedding run; all or nothing."""
     import asyncio
@@ -344,7 +347,8 @@ def embeddings_import(
               "normalize": str(normalize), "query_model": query_model or "", "query_pooling": query_pooling}
     application = create_app(get_settings(), configure_logs=False)
     try:
-        req = import_request(fields, path=file, filename=file.name)
+        req = import_request(fields, path=file, filename=file.name, segments_path=segments,
+                             segments_filename=None if segments is None else segments.name)
         run = asyncio.run(import_embedding_run(application.state, req, Principal(None, "cli"), None))
     except RunInputError as exc:
         console.print(f"[red]import refused:[/] {exc.message}")
@@ -352,6 +356,10 @@ def embeddings_import(
     finally:
         application.state.runner.shutdown()
     console.print(f"embedding run [bold]{run.id}[/] ({run.model}): {run.n_documents:,} vectors of dimension {run.dim}")
+    if segments is not None:
+        result = run.result or {}
+        console.print(f"segments: {result.get('n_segments_uploaded', 0):,} imported, "
+                      f"{result.get('n_documents_without_segments', 0):,} documents without any given their whole text")
 
 
 def follow_job(factory, job_id: str):  # noqa: ANN001, ANN201

@@ -39,11 +39,15 @@ class ReceivedUpload:
     file_path: Path | None = None
     filename: str | None = None
     file_field: str | None = None
-    size: int = 0
+    size: int = 0  # bytes of all file parts together
+    extra_files: dict[str, Path] = field(default_factory=dict)  # optional file parts (`extra_file_fields`)
+    extra_filenames: dict[str, str] = field(default_factory=dict)
 
     def cleanup(self) -> None:
         if self.file_path is not None:
             self.file_path.unlink(missing_ok=True)
+        for path in self.extra_files.values():
+            path.unlink(missing_ok=True)
 
 
 class _PartState:
@@ -63,8 +67,11 @@ def _on_header_end(state: _PartState) -> None:
     state.header_value = b""
 
 
-async def receive_upload(request: Request, *, tmp_dir: Path, max_bytes: int, file_field: str = "file") -> ReceivedUpload:
-    """Receive `multipart/form-data`, one file field (`file_field`) and small text fields."""
+async def receive_upload(request: Request, *, tmp_dir: Path, max_bytes: int, file_field: str = "file",
+                         extra_file_fields: tuple[str, ...] = ()) -> ReceivedUpload:
+    """Receive `multipart/form-data`, one file field (`file_field`), optional other file fields
+    (`extra_file_fields`, at most one part each) and small text fields. `max_bytes` bounds the
+    file parts together."""
     content_type, params = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in params:
         raise UploadError(415, "the body must be multipart/form-data with a 'file' part", field="file")
@@ -94,7 +101,15 @@ async def receive_upload(request: Request, *, tmp_dir: Path, max_bytes: int, fil
         disposition, opts = parse_options_header(state.headers.get("content-disposition", b""))
         state.name = opts.get(b"name", b"").decode()
         raw_filename = opts.get(b"filename")
-        if raw_filename is not None and state.name == file_field:
+        if raw_filename is not None and state.name in extra_file_fields:
+            if state.name in result.extra_files:
+                raise UploadError(422, f"only one '{state.name}' file per upload", field=state.name)
+            fd, path = tempfile.mkstemp(prefix="upload-", dir=tmp_dir)
+            state.out = os.fdopen(fd, "wb")
+            result.extra_files[state.name] = Path(path)
+            result.extra_filenames[state.name] = os.path.basename(
+                raw_filename.decode("utf-8", "replace").replace("\\", "/"))
+        elif raw_filename is not None and state.name == file_field:
             if result.file_path is not None:
                 raise UploadError(422, "only one file per upload", field=file_field)
             fd, path = tempfile.mkstemp(prefix="upload-", dir=tmp_dir)

@@ -76,6 +76,9 @@ class _FusedTopKEncoder(torch.autograd.Function):
         else:
             aux_vals = pre.new_zeros(pre.shape[0], 0)
             aux_idx = idx.new_zeros(pre.shape[0], 0)
+        # under autocast the matmul ran in bf16/fp16: the activations go on in the weights' dtype, so the
+        # sparse decode and this backward (embedding_bag, index_add_) see one dtype (a no-op in fp32)
+        vals, aux_vals = vals.to(weight.dtype), aux_vals.to(weight.dtype)
         all_idx = torch.cat([idx, aux_idx], 1)  # [B, k + k_aux]
         live = torch.cat([vals, aux_vals], 1) > 0  # ReLU's gradient mask
         ctx.save_for_backward(x_c, weight, all_idx, live)

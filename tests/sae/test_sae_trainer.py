@@ -105,3 +105,22 @@ def test_sweep_expands_to_one_payload_per_config():
     assert [(p.artifact_prefix, p.config.k) for p in sweep.payloads()] == [("sweep/1", 8), ("sweep/2", 16)]
     with pytest.raises(ValidationError):
         SaeSweepPayload(run_ids=[1], embeddings=sweep.embeddings, artifact_prefix="s", configs=[])
+
+
+def test_trainer_runs_under_autocast_as_in_fp32():
+    """bf16 autocast (what the GPU path uses; CPU autocast here): the encoder's matmul in bf16, the
+    sparse decode and backward in the weights' fp32; the FVU curve ends where fp32's does."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy((rng.standard_normal((1024, 16)) @ rng.standard_normal((16, 16))).astype(np.float32))
+    cfg = SaeConfig(expansion_factor=4, k=4, batch_size=128, max_steps=60)
+    ends = []
+    for half in (False, True):
+        trainer = SaeTrainer(x, cfg, torch.device("cpu"))
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=half):
+            curve = [trainer.train_step()["fvu"] for _ in range(cfg.max_steps)]
+        assert np.isfinite(curve).all() and all(p.dtype == torch.float32 for p in trainer.sae.parameters())
+        ends.append(float(np.mean(curve[-10:])))
+        assert ends[-1] < curve[0]
+    assert abs(ends[1] - ends[0]) < 0.02, ends

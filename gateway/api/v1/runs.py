@@ -36,6 +36,11 @@ IMPORT_BODY = {"requestBody": {"required": True, "content": {"multipart/form-dat
                  "Parquet: a `vector` column (list of floats, d each) and one id column, `external_id` (the "
                  "dataset's ids), `doc_id` or `position`, every document once, any order; or .npy: float [N, d], "
                  "row i = the document at position i"},
+        "segments": {"type": "string", "format": "binary", "description":
+                     "Optional segment vectors (sentences, for SAE runs with train_on segments): Parquet with an id "
+                     "column as above, `char_start`, `char_end` (the segment is text[char_start:char_end]) and "
+                     "`vector` (d floats); or .npz with arrays of those names (`vectors` [S, d]). Any order, any "
+                     "number per document; a document without one gets its whole text and its own vector"},
         "dataset_id": {"type": "integer"},
         "name": {"type": "string",
                  "description": "The model's name, recorded as 'imported:<name>' (default: the file's name)"},
@@ -54,9 +59,12 @@ async def import_embeddings(request: Request, principal: CurrentKey, rid: Reques
     before anything is stored, then stored as a succeeded run that SAEs train on like an embedded one.
     Each problem is a 4xx naming the field and, where there is one, the row."""
     settings = request.app.state.settings
-    upload = await receive_upload(request, tmp_dir=settings.uploads_dir, max_bytes=settings.max_upload_bytes)
+    upload = await receive_upload(request, tmp_dir=settings.uploads_dir, max_bytes=settings.max_upload_bytes,
+                                  extra_file_fields=("segments",))
     try:
-        body = import_request(upload.fields, path=upload.file_path, filename=upload.filename)
+        body = import_request(upload.fields, path=upload.file_path, filename=upload.filename,
+                              segments_path=upload.extra_files.get("segments"),
+                              segments_filename=upload.extra_filenames.get("segments"))
         run = await import_embedding_run(request.app.state, body, principal, rid)
     finally:
         upload.cleanup()

@@ -7,6 +7,11 @@ shards (`embeddings/shard-NNNNN.npy`, float32 [docs_in_shard, d], position order
 catalogued, and the run recorded as succeeded with model `imported:<name>` and pooling `imported`.
 An imported run has no chunk provenance (`chunks` is empty, `n_chunks` None): the interpreter then
 takes each document's excerpt from its start. The SAE trains on the shards as it does on embedded ones.
+
+Optional segment vectors (the form's `segments` file, see `segment_files`) are checked against the
+document vectors and the dataset's texts, then stored as an embedded run with `segments: true`
+stores them (`segments/shard-NNNNN.npz`, one per embeddings shard, contracts.embed.SEGMENT_ARRAYS),
+so SAE runs with `train_on` segments and `max_over_segments` codes take them as they take those.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from gateway.domain.runs.embedding import check_allowed_model
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import EmbeddingRun
 from gateway.domain.runs.query_model import IMPORTED
+from gateway.domain.runs.segment_files import SegmentUpload, read_segments, text_lengths
 from gateway.domain.runs.vector_files import DatasetKeys, Vectors, read_vectors
 from gateway.search import text_index
 from gateway.services import ServiceClients, ServiceError
@@ -56,9 +62,12 @@ class ImportRequest:
     normalize: bool = True
     query_model: str | None = None
     query_pooling: Pooling = "mean"
+    segments_path: Path | None = None  # the optional segment vectors (segment_files)
+    segments_source: str | None = None
 
 
-def import_request(fields: dict[str, str], *, path: Path, filename: str | None) -> ImportRequest:
+def import_request(fields: dict[str, str], *, path: Path, filename: str | None, segments_path: Path | None = None,
+                   segments_filename: str | None = None) -> ImportRequest:
     """The form's fields checked: each problem a 422 naming its field."""
     source = (filename or "upload")[:300]
     name = (fields.get("name") or "").strip() or Path(source).stem or "upload"
@@ -72,6 +81,8 @@ def import_request(fields: dict[str, str], *, path: Path, filename: str | None) 
         dataset_id=_integer(fields, "dataset_id", required=True), path=path, source=source, name=name,
         dim=_integer(fields, "dim", required=False), normalize=_boolean(fields, "normalize", default=True),
         query_model=(fields.get("query_model") or "").strip() or None, query_pooling=pooling,  # type: ignore[arg-type]
+        segments_path=segments_path,
+        segments_source=None if segments_path is None else (segments_filename or "segments")[:300],
     )
 
 
@@ -98,40 +109,62 @@ async def import_embedding_run(app_state: Any, req: ImportRequest, principal: Pr
     """Check everything, then store the vectors as a succeeded run (and its text index when texts
     can be embedded to meet them). Raises RunInputError (4xx) with nothing stored."""
     settings = app_state.settings
-    size = req.path.stat().st_size
+    size = req.path.stat().st_size + (req.segments_path.stat().st_size if req.segments_path else 0)
     if size > settings.max_upload_bytes:
-        raise RunInputError(f"file: {size:,} bytes is over the {settings.max_upload_bytes:,}-byte upload limit",
+        what = "file and segments: together" if req.segments_path else "file:"
+        raise RunInputError(f"{what} {size:,} bytes is over the {settings.max_upload_bytes:,}-byte upload limit",
                             field="file", status_code=413)
     keys = await asyncio.to_thread(dataset_keys, app_state.factory, app_state.store, req.dataset_id, principal)
     settings.uploads_dir.mkdir(parents=True, exist_ok=True)
     work = settings.uploads_dir / f"vectors-{uuid.uuid4().hex}.npy"
+    seg_work = settings.uploads_dir / f"segments-{uuid.uuid4().hex}.npy"
     try:
         vectors = await asyncio.to_thread(read_vectors, req.path, keys, work_path=work,
                                           max_bytes=settings.max_upload_bytes, normalize=req.normalize)
         d = vectors.array.shape[1]
         if req.dim is not None and req.dim != d:
             raise RunInputError(f"dim: the form says {req.dim}, the vectors have {d} values", field="dim")
+        segments = None
+        if req.segments_path is not None:
+            chars = await asyncio.to_thread(snapshot_text_lengths, app_state.factory, app_state.store, keys)
+            segments = await asyncio.to_thread(read_segments, req.segments_path, keys, chars, vectors.array,
+                                               work_path=seg_work, max_bytes=settings.max_upload_bytes,
+                                               normalize=req.normalize)
         if req.query_model is not None:
             await check_query_model(app_state.services, req, d)
         run = await asyncio.to_thread(store_run, app_state.factory, app_state.store, req, keys, vectors,
-                                      principal, request_id)
+                                      principal, request_id, segments)
     finally:
         work.unlink(missing_ok=True)
+        seg_work.unlink(missing_ok=True)
     if req.query_model is not None:
         await asyncio.to_thread(text_index.build_after_run, app_state.factory, app_state.store, settings, run.id)
     return run
 
 
-def dataset_keys(factory: Any, store: ArtifactStore, dataset_id: int, principal: Principal | None = None) -> DatasetKeys:
-    """The dataset's ids in position order, read from its snapshot; 422 when it has no documents, or
-    when `principal` does not see it (as if it did not exist)."""
+def _snapshot_uri(factory: Any, dataset_id: int, principal: Principal | None = None) -> str:
+    """The dataset's snapshot; 422 when it has no documents, or when `principal` does not see it (as
+    if it did not exist)."""
     with session_scope(factory) as session:
         ds = dataset_repo.get_dataset(session, dataset_id=dataset_id)
         if ds is None or (principal is not None and not principal.sees(ds.project_id)):
             raise RunInputError(f"dataset_id: dataset {dataset_id} does not exist", field="dataset_id")
         if ds.n_documents == 0 or ds.snapshot_artifact_id is None:
             raise RunInputError(f"dataset_id: dataset {dataset_id} has no documents", field="dataset_id")
-        uri = artifact_repo.get(session, artifact_id=ds.snapshot_artifact_id).uri
+        return artifact_repo.get(session, artifact_id=ds.snapshot_artifact_id).uri
+
+
+def snapshot_text_lengths(factory: Any, store: ArtifactStore, keys: DatasetKeys) -> np.ndarray:
+    """int64 [N]: each document's text length in characters, read from the snapshot batch by batch."""
+    with store.open(_snapshot_uri(factory, keys.dataset_id)) as f:
+        pf = pq.ParquetFile(f)
+        return text_lengths(pf.iter_batches(batch_size=8192, columns=["position", "text"]), keys.n)
+
+
+def dataset_keys(factory: Any, store: ArtifactStore, dataset_id: int, principal: Principal | None = None) -> DatasetKeys:
+    """The dataset's ids in position order, read from its snapshot; 422 when it has no documents, or
+    when `principal` does not see it (as if it did not exist)."""
+    uri = _snapshot_uri(factory, dataset_id, principal)
     with store.open(uri) as f:
         table = pq.read_table(f, columns=["position", "doc_id", "external_id"]).sort_by("position")
     return DatasetKeys(dataset_id, table.column("doc_id").to_numpy(),
@@ -139,8 +172,8 @@ def dataset_keys(factory: Any, store: ArtifactStore, dataset_id: int, principal:
 
 
 async def check_query_model(services: ServiceClients, req: ImportRequest, d: int) -> None:
+    """The query model is allowed, loads on the embedder and makes vectors of the upload's dimension."""
     check_allowed_model(req.query_model, field="query_model")
-    """The query model loads on the embedder and makes vectors of the upload's dimension."""
     try:
         out = await services.post("embedder", "/embed", {"texts": ["ok"], "model": req.query_model,
                                                          "pooling": req.query_pooling})
@@ -152,12 +185,15 @@ async def check_query_model(services: ServiceClients, req: ImportRequest, d: int
 
 
 def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: DatasetKeys, vectors: Vectors,
-              principal: Principal, request_id: str | None) -> EmbeddingRun:
+              principal: Principal, request_id: str | None, segments: SegmentUpload | None = None) -> EmbeddingRun:
     """The run row, its shards and catalogue entries; on any failure all of them are removed again."""
     d = vectors.array.shape[1]
     spec = {"imported": True, "name": req.name, "source": req.source, "format": vectors.format,
             "id_column": vectors.id_column, "normalize": req.normalize, "shard_size": SHARD_SIZE,
             "query_model": req.query_model, "query_pooling": req.query_pooling if req.query_model else None}
+    if segments is not None:
+        spec |= {"segments": True, "segments_source": req.segments_source, "segments_format": segments.format,
+                 "segments_id_column": segments.id_column}
     with session_scope(factory) as session:
         run = repo.add_embedding_run(session, dataset_id=req.dataset_id, model=f"imported:{req.name}",
                                      pooling=IMPORTED, normalize=req.normalize, dim=d, n_documents=keys.n,
@@ -166,21 +202,28 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
     prefix = f"embedding-runs/{run_id}"
     try:
         shards, norms = write_shards(store, prefix, vectors.array, normalize=req.normalize)
+        seg_shards = [] if segments is None else write_segment_shards(store, prefix, segments)
         manifest = {"model": f"imported:{req.name}", "pooling": IMPORTED, "normalize": req.normalize,
                     "max_length": None, "shard_size": SHARD_SIZE, "dim": d, "source": req.source}
+        if segments is not None:  # as an embedded run's manifest says it
+            manifest["segments"] = True
         store.write_bytes(f"{prefix}/spec.json", json.dumps(manifest, sort_keys=True).encode(), kind="embedding-spec")
         result = EmbeddingImportResult(
             name=req.name, source=req.source, format=vectors.format, id_column=vectors.id_column,  # type: ignore[arg-type]
             dtype=vectors.dtype, dim=d, n_documents=keys.n, normalize=req.normalize, norm_min=norms[0],
-            norm_max=norms[1], shards=shards)
+            norm_max=norms[1], shards=shards, segments=seg_shards,
+            n_segments=0 if segments is None else len(segments.position),
+            n_segments_uploaded=0 if segments is None else segments.n_uploaded,
+            n_documents_without_segments=0 if segments is None else segments.n_filled)
         with session_scope(factory) as session:
             run = repo.get_embedding_run(session, run_id=run_id)
-            for info in shards:
+            for info in [*shards, *seg_shards]:
                 artifact_repo.record(session, info=info, owner_type="embedding_run", owner_id=run_id)
             run.status, run.finished_at, run.result = "succeeded", utcnow(), result.model_dump(mode="json")
             audit(session, principal, "embedding_run.import", target_type="embedding_run", target_id=run_id,
                   request_id=request_id, details={"dataset_id": req.dataset_id, "n_documents": keys.n, "dim": d,
-                                                  "format": vectors.format})
+                                                  "format": vectors.format,
+                                                  **({} if segments is None else {"n_segments": result.n_segments})})
         return run
     except BaseException:
         store.delete(prefix)
@@ -208,3 +251,18 @@ def write_shards(store: ArtifactStore, prefix: str, vectors: np.ndarray, *,
         key = f"{prefix}/embeddings/shard-{index:05d}.npy"
         infos.append(store.write_bytes(key, buf.getvalue(), kind="embeddings"))
     return infos, (low, high)
+
+
+def write_segment_shards(store: ArtifactStore, prefix: str, seg: SegmentUpload) -> list[ArtifactInfo]:
+    """`{prefix}/segments/shard-NNNNN.npz`, one per embeddings shard (the segments of its SHARD_SIZE
+    documents), arrays as an embedded run writes them (services/embedder/shards.write_segments)."""
+    n_docs = int(seg.position[-1]) + 1
+    infos = []
+    for index, first in enumerate(range(0, n_docs, SHARD_SIZE)):
+        lo, hi = np.searchsorted(seg.position, [first, first + SHARD_SIZE])  # rows of this shard's documents
+        buf = io.BytesIO()
+        np.savez(buf, vectors=np.asarray(seg.vectors[lo:hi], dtype=np.float16), position=seg.position[lo:hi],
+                 char_start=seg.char_start[lo:hi], char_end=seg.char_end[lo:hi])
+        infos.append(store.write_bytes(f"{prefix}/segments/shard-{index:05d}.npz", buf.getvalue(),
+                                       kind="embedding-segments"))
+    return infos

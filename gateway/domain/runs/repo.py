@@ -54,7 +54,8 @@ def find_embedding_run(session: Session, *, dataset_id: int, spec: dict[str, Any
         EmbeddingRun.dataset_id == dataset_id, EmbeddingRun.status.notin_(["failed", "cancelled"])
     )
     return next((r for r in session.scalars(stmt.order_by(EmbeddingRun.id))
-                 if EmbeddingRunSpec.model_validate(r.spec).model_dump(mode="json") == spec), None)
+                 if not (r.spec or {}).get("imported")  # imported vectors: no spec of the embedder's
+                 and EmbeddingRunSpec.model_validate(r.spec).model_dump(mode="json") == spec), None)
 
 
 def _datasets_of(project_ids: frozenset[int]) -> Select:

@@ -86,25 +86,27 @@ def as_float32(values: np.ndarray) -> np.ndarray:
 
 
 def check_block(block: np.ndarray, first_row: int, keys: DatasetKeys, *, positions: np.ndarray | None,
-                normalize: bool) -> None:
+                normalize: bool, field: str = VECTOR_COLUMN) -> None:
     """Rows first_row.. of the upload (float32 [b, d]): every value finite; no zero row to normalise.
-    `positions`: each row's dataset position (Parquet), None when row = position (.npy)."""
+    `positions`: each row's dataset position (Parquet), None when row = position (.npy). `field`:
+    what an error names."""
     finite = np.isfinite(block)  # [b, d]; float64 values past float32's range are inf here
     if not finite.all():
         row, col = map(int, np.argwhere(~finite)[0])
         value = block[row, col]
         what = "NaN" if np.isnan(value) else "an infinite value (or one beyond float32's range)"
-        _row_error(f"holds {what} at column {col}", first_row + row, keys, positions, row)
+        _row_error(f"holds {what} at column {col}", first_row + row, keys, positions, row, field)
     if normalize:
         zero = np.flatnonzero(~block.any(axis=1))
         if len(zero):
             _row_error("is all zeros: it has no direction to scale to unit length (send normalize=false to keep "
-                       "vectors as given)", first_row + int(zero[0]), keys, positions, int(zero[0]))
+                       "vectors as given)", first_row + int(zero[0]), keys, positions, int(zero[0]), field)
 
 
-def _row_error(problem: str, row: int, keys: DatasetKeys, positions: np.ndarray | None, in_block: int) -> NoReturn:
+def _row_error(problem: str, row: int, keys: DatasetKeys, positions: np.ndarray | None, in_block: int,
+               field: str = VECTOR_COLUMN) -> NoReturn:
     position = row if positions is None else int(positions[in_block])
-    raise RunInputError(f"vector: row {row} (document {keys.name(position)}) {problem}", field="vector",
+    raise RunInputError(f"{field}: row {row} (document {keys.name(position)}) {problem}", field=field,
                         locator=f"row {row}")
 
 
@@ -160,14 +162,11 @@ def _read_parquet(path: Path, keys: DatasetKeys, *, work_path: Path, max_bytes: 
     except (pa.ArrowException, OSError) as exc:
         raise RunInputError(f"file: column {id_column!r} is unreadable, truncated or corrupt ({exc})",
                             field="file") from None
-    try:
-        positions = match_ids(ids, id_column, keys)  # int64 [rows]: each row's dataset position
-    except pa.ArrowException as exc:  # e.g. a uint64 id past int64's range
-        raise RunInputError(f"{id_column}: ids of type {ids.type} cannot be matched ({exc})", field=id_column) from None
+    positions = match_ids(ids, id_column, keys)  # int64 [rows]: each row's dataset position
     out, row = None, 0
     try:
         for batch in pf.iter_batches(batch_size=BLOCK_ROWS, columns=[VECTOR_COLUMN]):
-            block, d = _vector_block(batch.column(0), row, d)
+            block, d = vector_block(batch.column(0), row, d)
             if out is None:
                 _check_size(keys.n, d, max_bytes)
                 out = np.lib.format.open_memmap(work_path, mode="w+", dtype=np.float32, shape=(keys.n, d))
@@ -200,40 +199,53 @@ def _parquet_schema(schema: pa.Schema) -> tuple[str, pa.DataType, int | None]:
     return present[0], vtype.value_type, vtype.list_size if pa.types.is_fixed_size_list(vtype) else None
 
 
-def _vector_block(column: pa.Array, first_row: int, d: int | None) -> tuple[np.ndarray, int]:
-    """One batch of the `vector` column as float32 [b, d]; every row present, d values, no null value."""
+def vector_block(column: pa.Array, first_row: int, d: int | None, *, field: str = VECTOR_COLUMN,
+                 before: str = "the vectors before it") -> tuple[np.ndarray, int]:
+    """One batch of the `vector` column as float32 [b, d]; every row present, d values, no null value.
+    `field`: what an error names; `before`: what has d values (d None: the first row sets it)."""
     if column.null_count:
         row = first_row + int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise RunInputError(f"vector: row {row} is null", field="vector", locator=f"row {row}")
+        raise RunInputError(f"{field}: row {row} is null", field=field, locator=f"row {row}")
     lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)  # [b]
     d = int(lengths[0]) if d is None and len(lengths) else d
     wrong = np.flatnonzero(lengths != d)
     if len(wrong):
         row = first_row + int(wrong[0])
-        raise RunInputError(f"vector: row {row} has {lengths[wrong[0]]} values, the vectors before it {d}",
-                            field="vector", locator=f"row {row}")
+        raise RunInputError(f"{field}: row {row} has {lengths[wrong[0]]} values, {before} {d}",
+                            field=field, locator=f"row {row}")
     values = column.flatten()  # the rows' values, this batch's slice only
     if values.null_count:
         at = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
         row = first_row + at // d
-        raise RunInputError(f"vector: row {row} holds a null value at column {at % d}", field="vector",
+        raise RunInputError(f"{field}: row {row} holds a null value at column {at % d}", field=field,
                             locator=f"row {row}")
     return as_float32(values.to_numpy(zero_copy_only=False)).reshape(len(column), d), d  # [b, d]
+
+
+def positions_of(ids: pa.Array, column: str, keys: DatasetKeys, *, field: str | None = None) -> np.ndarray:
+    """Each upload row's dataset position (int64 [rows]), else a 422 naming the first missing or
+    unknown id. `field`: what an error names (default: the column)."""
+    field = field or column
+    if ids.null_count:
+        row = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
+        raise RunInputError(f"{field}: row {row} has no id", field=field, locator=f"row {row}")
+    try:
+        positions = _lookup(ids, column, keys, field)  # int64 [rows], -1 where unknown
+    except pa.ArrowException as exc:  # e.g. a uint64 id past int64's range
+        raise RunInputError(f"{field}: ids of type {ids.type} cannot be matched ({exc})", field=field) from None
+    unknown = np.flatnonzero(positions < 0)
+    if len(unknown):
+        shown = ", ".join(repr(ids[int(r)].as_py()) for r in unknown[:_SHOWN])
+        more = f" and {len(unknown) - _SHOWN} more" if len(unknown) > _SHOWN else ""
+        raise RunInputError(f"{field}: {_count(len(unknown), 'id is', 'ids are')} not in dataset {keys.dataset_id}: "
+                            f"{shown}{more} (first at row {unknown[0]})", field=field, locator=f"row {unknown[0]}")
+    return positions
 
 
 def match_ids(ids: pa.Array, column: str, keys: DatasetKeys) -> np.ndarray:
     """Each upload row's dataset position (int64 [rows]); every document exactly once, else a 422
     naming the first unknown, duplicated or missing id."""
-    if ids.null_count:
-        row = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
-        raise RunInputError(f"{column}: row {row} has no id", field=column, locator=f"row {row}")
-    positions = _lookup(ids, column, keys)  # int64 [rows], -1 where unknown
-    unknown = np.flatnonzero(positions < 0)
-    if len(unknown):
-        shown = ", ".join(repr(ids[int(r)].as_py()) for r in unknown[:_SHOWN])
-        more = f" and {len(unknown) - _SHOWN} more" if len(unknown) > _SHOWN else ""
-        raise RunInputError(f"{column}: {_count(len(unknown), 'id is', 'ids are')} not in dataset {keys.dataset_id}: "
-                            f"{shown}{more} (first at row {unknown[0]})", field=column, locator=f"row {unknown[0]}")
+    positions = positions_of(ids, column, keys)
     counts = np.bincount(positions, minlength=keys.n)  # [N]
     dup = np.flatnonzero(counts > 1)
     if len(dup):
@@ -255,18 +267,18 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _lookup(ids: pa.Array, column: str, keys: DatasetKeys) -> np.ndarray:
+def _lookup(ids: pa.Array, column: str, keys: DatasetKeys, field: str) -> np.ndarray:
     if column == "external_id":
         if keys.external_id.null_count:
-            raise RunInputError(f"external_id: {keys.external_id.null_count} documents of dataset {keys.dataset_id} "
+            raise RunInputError(f"{field}: {keys.external_id.null_count} documents of dataset {keys.dataset_id} "
                                 "have no external id; key the vectors by doc_id or position instead",
-                                field="external_id")
+                                field=field)
         if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type) or pa.types.is_integer(ids.type)):
-            raise RunInputError(f"external_id: must be strings, not {ids.type}", field="external_id")
+            raise RunInputError(f"{field}: must be strings, not {ids.type}", field=field)
         found = pc.index_in(ids.cast(pa.string()), value_set=keys.external_id)
         return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     if not pa.types.is_integer(ids.type):
-        raise RunInputError(f"{column}: must be integers, not {ids.type}", field=column)
+        raise RunInputError(f"{field}: must be integers, not {ids.type}", field=field)
     values = ids.cast(pa.int64()).to_numpy(zero_copy_only=False)
     if column == "position":
         return np.where((values >= 0) & (values < keys.n), values, -1)

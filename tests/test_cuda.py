@@ -1,0 +1,62 @@
+"""The GPU path: the embedder and the SAE trainer on device "cuda" in half precision. Skipped where
+torch sees no CUDA device (CI, the CPU machines); run it on a GPU machine with
+`pytest tests/test_cuda.py`. Timings of the GPU path belong to bench/ (gpu.json), not here."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+TEXTS = ["Bronchiolite confermata con sibili e rientramenti.", "Febbre alta da tre giorni, tosse secca. " * 60,
+         "Visita di controllo: nulla da segnalare."]
+
+
+def test_embedder_on_cuda_in_half_precision_matches_fp32_on_cpu() -> None:
+    """'auto' precision on CUDA is bf16 (or fp16); the vectors keep the fp32 CPU ones' direction, and
+    the long text is still chunk-and-averaged (no token dropped)."""
+    from services.embedder.encoder import embed_texts
+    from services.embedder.models import load_model, select_device, select_dtype
+
+    cuda = select_device("cuda")
+    half = select_dtype("auto", cuda)
+    assert half in (torch.bfloat16, torch.float16)
+    on_gpu = embed_texts(load_model("default", device=cuda, dtype=half), TEXTS)
+    on_cpu = embed_texts(load_model("default", device=torch.device("cpu"), dtype=torch.float32), TEXTS)
+    assert on_gpu.vectors.dtype == np.float32 and on_gpu.vectors.shape == on_cpu.vectors.shape
+    cosine = (on_gpu.vectors * on_cpu.vectors).sum(1)  # unit rows
+    assert cosine.min() > 0.99, cosine
+    assert on_gpu.n_chunks.tolist() == on_cpu.n_chunks.tolist() and on_gpu.n_chunks[1] > 1
+    assert on_gpu.n_tokens.tolist() == on_cpu.n_tokens.tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sae_trainer_on_cuda_under_autocast_learns_as_in_fp32(dtype: torch.dtype) -> None:
+    """The trainer's steps on CUDA under autocast: finite losses, parameters kept fp32 on the GPU, and
+    the FVU curve ending where the fp32 run's does; the held-out metrics computed there."""
+    from contracts.sae import SaeConfig
+    from services.sae.trainer import SaeTrainer, holdout_metrics, resolve_device
+
+    if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bf16")
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((4096, 64)) @ rng.standard_normal((64, 64))).astype(np.float32)  # [N, d]
+    cfg = SaeConfig(expansion_factor=8, k=8, batch_size=256, max_steps=200, device="cuda")
+    curves = {}
+    for half in (False, True):
+        trainer = SaeTrainer(torch.from_numpy(x), cfg, resolve_device("cuda"))
+        with torch.autocast(device_type="cuda", dtype=dtype, enabled=half):
+            curves[half] = [trainer.train_step()["fvu"] for _ in range(cfg.max_steps)]
+        assert all(p.device.type == "cuda" and p.dtype == torch.float32 for p in trainer.sae.parameters())
+    assert np.isfinite(curves[True]).all()
+    end = {half: float(np.mean(c[-20:])) for half, c in curves.items()}
+    assert end[True] < curves[True][0] and abs(end[True] - end[False]) < 0.02, end
+    metrics = holdout_metrics(trainer.sae, x[:512], dead_fraction=0.0)
+    assert 0 <= metrics.fvu < 1
