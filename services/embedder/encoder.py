@@ -4,6 +4,13 @@ One fast-tokenizer call for all texts (no special tokens), chunks planned with n
 chunks of all documents packed into token-budget batches sorted by length, one forward
 pass per batch under `inference_mode`, mean (or CLS) pooling per chunk, chunk vectors
 averaged per document, then optionally unit-normalised.
+
+A sentence-transformers model directory (`modules.json`) is embedded faithfully per chunk:
+its Pooling module's mode(s), then its Dense modules, then Normalize if listed, exactly as
+`SentenceTransformer.encode` treats a text that fits one window; the chunk vectors are then
+averaged (and normalised) as usual. The rule for the run's pooling: the default 'mean' means
+the model's own Pooling module; 'mean_content' or 'cls' replace that Pooling module only
+(Dense and Normalize still follow, so the dimension stays the model's).
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ import numpy as np
 import torch
 
 from services.embedder.chunking import ChunkPlan, chunk_token_windows, pack_batches
-from services.embedder.errors import RunCancelledError
+from services.embedder.errors import EmbedderInputError, RunCancelledError
 from services.embedder.models import LoadedModel, default_threads
+from services.embedder.st_modules import st_pool
 
 CPU_BATCH_TOKENS = 8192
 GPU_BATCH_TOKENS = 65536
@@ -69,6 +77,8 @@ def default_batch_tokens(device: torch.device) -> int:
 
 def tokenize_texts(lm: LoadedModel, texts: Sequence[str]) -> TokenizedTexts:
     """One batched fast-tokenizer call, no specials, no truncation, offsets kept."""
+    if lm.st is not None and lm.st.do_lower_case:  # sentence_bert_config.json do_lower_case
+        texts = [t.lower() for t in texts]
     enc = lm.tokenizer(  # type: ignore[operator]
         list(texts), add_special_tokens=False, truncation=False, padding=False,
         return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False,
@@ -155,11 +165,35 @@ def forward_chunks(
             hidden = lm.model(  # [B, L, d]
                 input_ids=batch.input_ids, attention_mask=batch.attention_mask
             ).last_hidden_state
-            out[torch.from_numpy(idx).to(lm.device)] = pool_chunks(hidden, batch.pool_weights, pooling)
+            if pooling == "model":
+                pooled = st_pool(hidden, batch.attention_mask, lm.st.pooling_modes)  # type: ignore[union-attr]
+            else:
+                pooled = pool_chunks(hidden, batch.pool_weights, pooling)
+            if lm.st is not None:
+                pooled = lm.st.apply(pooled)
+            out[torch.from_numpy(idx).to(lm.device)] = pooled
             done += int(seq_lengths[idx].sum())
             if on_tokens is not None:
                 on_tokens(done, total)
     return out.cpu().numpy()
+
+
+def effective_pooling(lm: LoadedModel, pooling: str) -> str:
+    """'model' (the sentence-transformers Pooling module) when `lm` has one and `pooling` is the
+    default 'mean'; otherwise `pooling` itself, checked against the model's Dense input size."""
+    if lm.st is None:
+        return pooling
+    if pooling == "mean" and lm.st.pooling_modes:
+        return "model"
+    if lm.st.dense:
+        hidden = int(lm.model.config.hidden_size)  # type: ignore[union-attr]
+        wanted = int(lm.st.dense[0][0].in_features)
+        if hidden != wanted:
+            raise EmbedderInputError(
+                f"pooling {pooling!r} gives {hidden} dimensions but the model's Dense takes {wanted}; "
+                "use the model's own pooling ('mean')"
+            )
+    return pooling
 
 
 def embed_texts(
@@ -177,6 +211,7 @@ def embed_texts(
 
     `on_tokens(done, total)` reports tokens fed so far; `should_stop()` is polled per batch.
     """
+    pooling = effective_pooling(lm, pooling)
     tok = tokenize_texts(lm, texts)
     plan = chunk_token_windows(tok.n_tokens, lm.window)
     chunk_vecs = forward_chunks(

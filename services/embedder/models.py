@@ -2,6 +2,8 @@
 
 Any Hugging Face encoder works (BERT, RoBERTa, XLM-R, GTE, ...): loaded with
 `AutoModel`/`AutoTokenizer` and `local_files_only`, so nothing is downloaded at run time.
+A sentence-transformers directory (`modules.json`) also brings its own Pooling, Dense and
+Normalize modules (`st_modules.StHead`), applied to every chunk as sentence-transformers would.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from contracts.model_allowlist import EMBEDDER_PACKAGE, ENV, ModelNotAllowed, allowed_models
 from services.embedder.errors import EmbedderInputError, UnknownModelError
+from services.embedder.st_modules import StHead, read_st_head
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # The tokenizer's "no limit" sentinel is 1e30; anything this large is not a real limit.
@@ -45,6 +48,7 @@ class LoadedModel:
     capacity: int
     device: torch.device
     dtype: torch.dtype
+    st: StHead | None = None  # the sentence-transformers pipeline after the encoder, if any
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -98,8 +102,8 @@ def reference_path(name: str, reference: str) -> Path:
         return default_model_path()
     local = Path(reference).expanduser()
     if local.is_dir():
-        if not (local / "config.json").is_file():
-            raise UnknownModelError(f"model {name!r}: the configured directory has no config.json")
+        if not (local / "config.json").is_file() and not (local / "modules.json").is_file():
+            raise UnknownModelError(f"model {name!r}: the configured directory has no config.json or modules.json")
         return local.resolve()
     if _HUB_ID.match(reference) and not reference.startswith("."):
         from huggingface_hub import snapshot_download
@@ -181,23 +185,30 @@ def load_model(
     default_model: str = "default",
 ) -> LoadedModel:
     """Load `name` for inference; `max_length` overrides L_max (within the position capacity)."""
-    path = resolve_model_path(name, default_model=default_model)
+    root = resolve_model_path(name, default_model=default_model)
+    st = read_st_head(root)
+    path = st.transformer_path if st is not None else root
     config = AutoConfig.from_pretrained(path, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
     if not getattr(tokenizer, "is_fast", False):
         raise EmbedderInputError(f"model {name!r}: a fast (Rust) tokenizer is required for offsets")
     prefix, suffix = special_token_ids(tokenizer)
     capacity = position_capacity(config, getattr(tokenizer, "model_max_length", None))
-    l_max = min(model_max_length(path, config, tokenizer), capacity)
+    own = st.max_seq_length if st is not None and st.max_seq_length else model_max_length(path, config, tokenizer)
+    l_max = min(own, capacity)
     try:
         model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
     except (ValueError, ImportError):  # architectures without SDPA support
         model = AutoModel.from_pretrained(path, local_files_only=True)
     model = model.to(device=device, dtype=dtype).eval()
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    dim = int(config.hidden_size)
+    if st is not None:
+        st.to(device)
+        dim = st.out_dim(dim)
     return LoadedModel(
-        name=name or "default", path=str(path), model=model, tokenizer=tokenizer,
-        dim=int(config.hidden_size), max_length=int(l_max), prefix_ids=prefix, suffix_ids=suffix,
+        name=name or "default", path=str(root), model=model, tokenizer=tokenizer, st=st,
+        dim=dim, max_length=int(l_max), prefix_ids=prefix, suffix_ids=suffix,
         pad_id=int(pad_id), capacity=capacity, device=device, dtype=dtype,
     ).with_max_length(max_length)
 

@@ -39,6 +39,8 @@ def naive_embedding(lm: LoadedModel, text: str, pooling: str, normalize: bool) -
             chunk_vectors.append(hidden[len(lm.prefix_ids) : len(lm.prefix_ids) + len(piece)].mean(0))
         else:
             chunk_vectors.append(hidden.mean(0))
+        if lm.st is not None and lm.st.normalize:  # the model's Normalize module, per chunk
+            chunk_vectors[-1] = torch.nn.functional.normalize(chunk_vectors[-1], dim=0)
     vector = torch.stack(chunk_vectors).mean(0)
     return torch.nn.functional.normalize(vector, dim=0) if normalize else vector
 
