@@ -1,7 +1,8 @@
 """Batched chunk-and-average inference: texts -> one vector each, plus the chunk vectors.
 
 One fast-tokenizer call for all texts (no special tokens), chunks planned with numpy,
-chunks of all documents packed into token-budget batches sorted by length, one forward
+chunks of all documents packed into token-budget batches of one padded width (a function
+of each chunk's own length, so a text's vector does not depend on its batch), one forward
 pass per batch under `inference_mode`, mean (or CLS) pooling per chunk, chunk vectors
 averaged per document, then optionally unit-normalised.
 
@@ -22,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from services.embedder.chunking import ChunkPlan, chunk_token_windows, pack_batches
+from services.embedder.chunking import ChunkPlan, chunk_token_windows, pack_batches, padded_length
 from services.embedder.errors import EmbedderInputError, RunCancelledError
 from services.embedder.models import LoadedModel, default_threads
 from services.embedder.st_modules import st_pool
@@ -99,11 +100,15 @@ class Batch(NamedTuple):
     pool_weights: torch.Tensor  # float32: 1 on the tokens the chunk vector averages
 
 
-def build_batch(lm: LoadedModel, tok: TokenizedTexts, plan: ChunkPlan, idx: np.ndarray, pooling: str) -> Batch:
-    """The chunks `idx` as padded tensors, built with numpy (no per-token Python)."""
+def build_batch(lm: LoadedModel, tok: TokenizedTexts, plan: ChunkPlan, idx: np.ndarray, pooling: str,
+                seq_width: int | None = None) -> Batch:
+    """The chunks `idx` as tensors padded to `seq_width` tokens (default: the longest chunk's
+    length with specials), built with numpy (no per-token Python)."""
     n = plan.lengths[idx]  # [B] content tokens per chunk
     p, s = len(lm.prefix_ids), len(lm.suffix_ids)
-    width = int(n.max())
+    width = int(n.max()) if seq_width is None else seq_width - p - s  # content columns
+    if width < int(n.max()):
+        raise ValueError(f"seq_width {seq_width} is shorter than the longest chunk with its specials")
     cols = np.arange(width, dtype=np.int64)  # [W]
     content = cols[None, :] < n[:, None]  # [B, W]
     src = tok.starts[plan.doc[idx]] + plan.start[idx]  # [B] where each chunk's tokens begin in ids
@@ -149,9 +154,13 @@ def forward_chunks(
     on_tokens: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> np.ndarray:
-    """float32 [C, d]: every chunk's pooled vector, computed in length-sorted packed batches."""
+    """float32 [C, d]: every chunk's pooled vector, computed in batches of chunks padded to one
+    width that depends on each chunk's own length only (`padded_length`), so that a chunk's
+    vector does not depend on the other texts embedded with it: on CPU, bf16 included, a text
+    embedded alone (a query) gets bit for bit the vector it got inside an embedding run."""
     seq_lengths = plan.lengths + lm.n_special  # [C]
-    batches = pack_batches(seq_lengths, batch_tokens=batch_tokens, max_batch_size=max_batch_size)
+    widths = np.minimum(padded_length(seq_lengths), lm.max_length)  # [C]: never past the model's window
+    batches = pack_batches(widths, batch_tokens=batch_tokens, max_batch_size=max_batch_size)
     out = torch.empty(len(seq_lengths), lm.dim, dtype=torch.float32, device=lm.device)  # [C, d]
     total, done = int(seq_lengths.sum()), 0
     cuda = lm.device.type == "cuda"
@@ -159,7 +168,7 @@ def forward_chunks(
         for idx in batches:
             if should_stop is not None and should_stop():
                 raise RunCancelledError("stopped on request")
-            batch = build_batch(lm, tok, plan, idx, pooling)
+            batch = build_batch(lm, tok, plan, idx, pooling, seq_width=int(widths[idx[0]]))
             if cuda:  # pinned host memory: the copy overlaps the previous batch's kernels
                 batch = Batch(*(t.pin_memory().to(lm.device, non_blocking=True) for t in batch))
             hidden = lm.model(  # [B, L, d]

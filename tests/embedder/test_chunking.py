@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from services.embedder.chunking import chunk_token_windows, pack_batches
+from services.embedder.chunking import chunk_token_windows, pack_batches, padded_length
 
 
 @pytest.mark.parametrize("window", [1, 2, 16, 254])
@@ -58,3 +58,24 @@ def test_pack_batches_respects_budget_and_covers_all() -> None:
 def test_pack_batches_oversized_sequence_goes_alone() -> None:
     batches = pack_batches(np.array([10, 500, 10]), batch_tokens=100, max_batch_size=8)
     assert [b.tolist() for b in batches] == [[1], [0, 2]]
+
+
+def test_padded_length_is_own_length_rounded_up_a_little() -> None:
+    n = np.arange(0, 1025)
+    w = padded_length(n)
+    assert (w >= n).all() and (w[:16] == n[:16]).all()
+    assert ((w - n) / np.maximum(n, 1)).max() < 1 / 8, "padding adds under an eighth"
+    assert ((w - n).sum() / n.sum()) < 0.045, "about 4% on average"
+    assert len(np.unique(w[257:513])) == 8, "eight widths per doubling"
+    assert (padded_length(n[::-1]) == w[::-1]).all(), "a function of each length alone"
+
+
+def test_pack_batches_never_mixes_widths() -> None:
+    rng = np.random.default_rng(1)
+    widths = padded_length(rng.integers(3, 258, size=500))
+    batches = pack_batches(widths, batch_tokens=2048, max_batch_size=64)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    for b in batches:
+        assert len(set(widths[b].tolist())) == 1
+        assert len(b) * widths[b[0]] <= 2048
+    assert sum(len(b) * widths[b[0]] for b in batches) == widths.sum(), "no padding beyond each width"

@@ -103,3 +103,29 @@ def test_short_document_matches_sentence_transformers(lm: LoadedModel) -> None:
     theirs = st.encode(texts, convert_to_numpy=True)
     cosine = (ours * theirs).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
     assert cosine.min() >= 0.9999, cosine
+
+
+@pytest.fixture(scope="module")
+def bf16(lm: LoadedModel) -> LoadedModel:
+    """The default model in bf16, the precision 'auto' picks on CPUs with native bf16."""
+    from services.embedder.models import load_model
+
+    return load_model(None, device=torch.device("cpu"), dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_text_alone_gets_bit_for_bit_its_vector_in_any_batch(lm: LoadedModel, bf16: LoadedModel,
+                                                            precision: str) -> None:
+    """A search query is embedded alone; the document it should find was embedded among others.
+    Under bf16 the attention result for a text's tokens depends on how far it is padded (by about
+    1e-3 on the unit vector, enough to reorder an SAE's near-tied features), so a text's padding
+    must depend on its own length only: then its vector is the same alone and in any batch."""
+    model = lm if precision == "fp32" else bf16
+    target = text_of_tokens(model, 37, seed=1)
+    others = [text_of_tokens(model, n, seed=n) for n in (3, 38, 45, 60, 120, 250, 300)]  # 300: two chunks
+    alone = embed_texts(model, [target]).vectors[0]
+    for batch_tokens in (64, 512, 8192):
+        together = embed_texts(model, [*others, target, *others[::-1]], batch_tokens=batch_tokens)
+        np.testing.assert_array_equal(together.vectors[len(others)], alone)
+    two_chunks = embed_texts(model, [others[-1]]).vectors[0]
+    np.testing.assert_array_equal(embed_texts(model, [target, *others]).vectors[-1], two_chunks)
