@@ -78,8 +78,6 @@ def default_batch_tokens(device: torch.device) -> int:
 
 def tokenize_texts(lm: LoadedModel, texts: Sequence[str]) -> TokenizedTexts:
     """One batched fast-tokenizer call, no specials, no truncation, offsets kept."""
-    if lm.st is not None and lm.st.do_lower_case:  # sentence_bert_config.json do_lower_case
-        texts = [t.lower() for t in texts]
     enc = lm.tokenizer(  # type: ignore[operator]
         list(texts), add_special_tokens=False, truncation=False, padding=False,
         return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False,

@@ -22,7 +22,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from contracts.model_allowlist import EMBEDDER_PACKAGE, ENV, ModelNotAllowed, allowed_models
 from services.embedder.errors import EmbedderInputError, UnknownModelError
-from services.embedder.st_modules import StHead, read_st_head
+from services.embedder.st_modules import StHead, lowercase_first, read_st_head
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # The tokenizer's "no limit" sentinel is 1e30; anything this large is not a real limit.
@@ -192,6 +192,8 @@ def load_model(
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
     if not getattr(tokenizer, "is_fast", False):
         raise EmbedderInputError(f"model {name!r}: a fast (Rust) tokenizer is required for offsets")
+    if st is not None and st.do_lower_case:
+        lowercase_first(tokenizer)
     prefix, suffix = special_token_ids(tokenizer)
     capacity = position_capacity(config, getattr(tokenizer, "model_max_length", None))
     own = st.max_seq_length if st is not None and st.max_seq_length else model_max_length(path, config, tokenizer)

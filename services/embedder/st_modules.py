@@ -83,6 +83,19 @@ def st_pool(hidden: torch.Tensor, attention_mask: torch.Tensor, modes: tuple[str
     return torch.cat(out, dim=1)
 
 
+def lowercase_first(tokenizer: object) -> None:
+    """`do_lower_case`: a Lowercase normalizer ahead of the fast tokenizer's own, as
+    sentence-transformers 6 does; unlike lower-casing the text first, the character offsets
+    (the chunks' and segments' highlighted spans) stay those of the original text."""
+    from tokenizers.normalizers import Lowercase
+    from tokenizers.normalizers import Sequence as NormalizerSequence
+
+    backend = tokenizer.backend_tokenizer  # type: ignore[attr-defined]
+    own = backend.normalizer
+    rest = list(own) if isinstance(own, NormalizerSequence) else [own] if own is not None else []
+    backend.normalizer = NormalizerSequence([Lowercase(), *rest])
+
+
 def _activation(name: str | None) -> torch.nn.Module:
     """`torch.nn.modules.activation.Tanh` -> Tanh(); only torch.nn classes are accepted."""
     if not name or name.endswith(".Identity"):
