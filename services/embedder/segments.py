@@ -134,7 +134,7 @@ def segment_spans(texts: Sequence[str], *, max_words: int = MAX_WORDS) -> tuple[
 def embed_segments(lm: LoadedModel, texts: Sequence[str], *, pooling: str = "mean", normalize: bool = True,
                    max_words: int = MAX_WORDS, **embed_kw: Any) -> SegmentVectors:
     """Each segment of each text through `embed_texts` (same model, pooling, chunk-and-average),
-    all segments of all texts sharing length-sorted batches."""
+    all segments of all texts sharing batches (of one padded width, as every text)."""
     doc, start, end = segment_spans(texts, max_words=max_words)
     pieces = [texts[d][a:b] for d, a, b in zip(doc.tolist(), start.tolist(), end.tolist())]
     emb = embed_texts(lm, pieces, pooling=pooling, normalize=normalize, **embed_kw)
