@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -93,6 +94,12 @@ def hand_built(root: Path, modes: tuple[str, ...], *, dense_in: int | None = Non
     return root
 
 
+def load_dir(path: Path, **kw):
+    """Prisma's load of `path`, named in the administrator's list (requests never give paths)."""
+    with mock.patch.dict(os.environ, {"PRISMA_MODELS": json.dumps({path.name: str(path)})}):
+        return load_model(path.name, device=CPU, **kw)
+
+
 def reference(path: Path):
     from sentence_transformers import SentenceTransformer
 
@@ -108,7 +115,7 @@ def st_dirs(tmp_path_factory):
 @pytest.mark.parametrize("kind,dim", [("cls_dense", 64), ("mean", 384)])
 def test_short_texts_match_sentence_transformers(st_dirs, kind: str, dim: int) -> None:
     model, path = st_dirs[kind]
-    lm = load_model(str(path), device=CPU)
+    lm = load_dir(path)
     assert lm.dim == dim and lm.max_length == model.max_seq_length
     ours = embed_texts(lm, TEXTS).vectors
     theirs = model.encode(TEXTS, convert_to_numpy=True)
@@ -123,7 +130,7 @@ def test_each_pooling_mode_gives_sentence_transformers_vectors(tmp_path, modes: 
     """No Normalize module: with the run's final normalisation off, a one-chunk text's vector is
     the Pooling output itself, magnitude included (several modes: concatenated in ST's order)."""
     path = hand_built(tmp_path / "m", modes)
-    lm = load_model(str(path), device=CPU)
+    lm = load_dir(path)
     assert lm.dim == 384 * len(modes)
     ours = embed_texts(lm, TEXTS, normalize=False).vectors
     theirs = reference(path).encode(TEXTS, convert_to_numpy=True)
@@ -136,7 +143,7 @@ def test_dense_on_concatenated_modes_and_normalize_per_chunk(tmp_path) -> None:
     each chunk vector is unit length (Normalize runs per chunk), the several-chunk document's
     unnormalised average is not."""
     path = hand_built(tmp_path / "d", ("cls", "max"), dense_in=768, normalize=True)
-    lm = load_model(str(path), device=CPU)
+    lm = load_dir(path)
     assert lm.dim == 32
     theirs = reference(path).encode(TEXTS, convert_to_numpy=True)
     np.testing.assert_allclose(embed_texts(lm, TEXTS, normalize=False).vectors, theirs, rtol=1e-4, atol=1e-5)
@@ -148,7 +155,7 @@ def test_dense_on_concatenated_modes_and_normalize_per_chunk(tmp_path) -> None:
 
 
 def test_pooling_that_does_not_fit_the_dense_is_refused_naming_it(tmp_path) -> None:
-    lm = load_model(str(hand_built(tmp_path / "d", ("cls", "max"), dense_in=768)), device=CPU)
+    lm = load_dir(hand_built(tmp_path / "d", ("cls", "max"), dense_in=768))
     with pytest.raises(EmbedderInputError, match="pooling 'cls' gives 384 dimensions but the model's Dense takes 768"):
         embed_texts(lm, TEXTS, pooling="cls")
 
@@ -159,17 +166,17 @@ def test_unsupported_module_is_refused_naming_it(tmp_path) -> None:
     modules.append({"idx": 2, "name": "2", "path": "2_LayerNorm", "type": "sentence_transformers.models.LayerNorm"})
     (path / "modules.json").write_text(json.dumps(modules))
     with pytest.raises(EmbedderInputError, match="sentence_transformers.models.LayerNorm"):
-        load_model(str(path), device=CPU)
+        load_dir(path)
 
 
 def test_max_seq_length_and_do_lower_case(tmp_path) -> None:
     """sentence_bert_config.json's max_seq_length is the window (a longer text is chunked where
     sentence-transformers would truncate); do_lower_case lower-cases before a tokenizer that does
     not, as sentence-transformers does, and the chunk's character span is on the original text."""
-    cased = load_model(str(hand_built(tmp_path / "c", ("mean",), cased_tokenizer=True)), device=CPU)
+    cased = load_dir(hand_built(tmp_path / "c", ("mean",), cased_tokenizer=True))
     path = hand_built(tmp_path / "l", ("mean",), cased_tokenizer=True,
                       st_config={"max_seq_length": 20, "do_lower_case": True})
-    lowered = load_model(str(path), device=CPU)
+    lowered = load_dir(path)
     model = reference(path)
     assert lowered.max_length == model.max_seq_length == 20
     shout = "FEVER AND COUGH IN A CHILD"
@@ -187,7 +194,7 @@ def test_max_seq_length_and_do_lower_case(tmp_path) -> None:
 
 def test_long_text_is_average_of_st_chunk_vectors(st_dirs) -> None:
     model, path = st_dirs["cls_dense"]
-    lm = load_model(str(path), device=CPU, max_length=18)  # 16 content tokens a chunk
+    lm = load_dir(path, max_length=18)  # 16 content tokens a chunk
     text = " ".join(["the child had a fever and cough so she was seen in our clinic today"] * 3)
     out = embed_texts(lm, [text])
     assert out.n_chunks[0] >= 3
@@ -206,7 +213,7 @@ def test_long_text_is_average_of_st_chunk_vectors(st_dirs) -> None:
 
 def test_explicit_pooling_overrides_model_pooling(st_dirs) -> None:
     _, path = st_dirs["cls_dense"]
-    lm = load_model(str(path), device=CPU)
+    lm = load_dir(path)
     own = embed_texts(lm, TEXTS[:1]).vectors
     cls = embed_texts(lm, TEXTS[:1], pooling="cls").vectors  # the model's own mode is cls: same
     mean_content = embed_texts(lm, TEXTS[:1], pooling="mean_content").vectors
