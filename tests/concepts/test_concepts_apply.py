@@ -90,8 +90,11 @@ N_BIG = 100_000
 
 def big_dataset(app) -> tuple[int, sp.csr_matrix]:  # noqa: ANN001
     """100,000 documents with bulky metadata, inserted in batches; F0 fires on all of them."""
+    from gateway.domain.auth.accounts import default_project
+
     with session_scope(app.state.factory) as session:
-        ds = dataset_repo.add_dataset(session, name="big", format="csv", n_documents=N_BIG)
+        ds = dataset_repo.add_dataset(session, name="big", format="csv", n_documents=N_BIG,
+                                      project_id=default_project(session).id)
         for start in range(0, N_BIG, 10_000):
             dataset_repo.insert_documents(session, rows=[
                 {"dataset_id": ds.id, "position": p, "external_id": f"E{p}", "text": "t", "labels": ["a", "b"],
