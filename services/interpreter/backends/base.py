@@ -120,14 +120,16 @@ LABEL_CHARS = 60
 DESCRIPTION_CHARS = 240
 
 
-def naming_schema(n: int) -> dict[str, Any]:
-    """JSON schema of a naming answer: 1 to n candidates, each a short label and a one-sentence description.
+def naming_schema(n: int, description_chars: int = DESCRIPTION_CHARS) -> dict[str, Any]:
+    """JSON schema of a naming answer: 1 to n candidates, each a short label and a one-sentence description
+    of at most `description_chars`.
 
-    llama.cpp and Ollama turn it into a grammar, so the lengths bound what the model can write."""
+    llama.cpp and Ollama turn it into a grammar, so the lengths bound what the model can write (and so
+    how many tokens it generates: most of a small model's naming time)."""
     item = {
         "type": "object",
         "properties": {"label": {"type": "string", "minLength": 3, "maxLength": LABEL_CHARS},
-                       "description": {"type": "string", "maxLength": DESCRIPTION_CHARS}},
+                       "description": {"type": "string", "maxLength": description_chars}},
         "required": ["label", "description"],
     }
     return {"type": "object", "properties": {"candidates": {"type": "array", "items": item,
