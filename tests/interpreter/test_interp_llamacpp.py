@@ -11,8 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from services.interpreter.backends import llamacpp
-from services.interpreter.backends.base import (BackendOutputError, NamingRequest, copies_input, naming_schema,
-                                                parse_candidates)
+from services.interpreter.backends.base import (
+    BackendOutputError,
+    NamingRequest,
+    copies_input,
+    naming_schema,
+    parse_candidates,
+)
 from services.interpreter.backends.llamacpp import LlamaCppBackend
 
 FEATURES = {

@@ -10,12 +10,25 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from services.interpreter.backends.base import (DESCRIPTION_CHARS, DETECT_SCHEMA, Backend, FamilyNamer, FamilyRequest,
-                                                NamingRequest, NamingResult, naming_schema,
-                                                parse_candidates, parse_detection, with_retries)
-from services.interpreter.prompts import (detect_messages, family_messages, load_prompt,
-                                          naming_messages)
-
+from services.interpreter.backends.base import (
+    DESCRIPTION_CHARS,
+    DETECT_SCHEMA,
+    Backend,
+    FamilyNamer,
+    FamilyRequest,
+    NamingRequest,
+    NamingResult,
+    naming_schema,
+    parse_candidates,
+    parse_detection,
+    with_retries,
+)
+from services.interpreter.prompts import (
+    detect_messages,
+    family_messages,
+    load_prompt,
+    naming_messages,
+)
 
 NAMING_PROMPT = 2
 """Version of the naming prompt: v2 asks for noun phrases in the corpus's language, keywords as evidence;

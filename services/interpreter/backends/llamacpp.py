@@ -20,13 +20,17 @@ import atexit
 import importlib.util
 import os
 import threading
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from services.interpreter.backends.base import BackendOutputError, BackendTimeout, BackendUnavailable
+from services.interpreter.backends.base import (
+    BackendOutputError,
+    BackendTimeout,
+    BackendUnavailable,
+)
 from services.interpreter.backends.chat import ChatBackend
 from services.interpreter.prompts import detect_messages, load_prompt
 
