@@ -263,7 +263,7 @@ def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backend
         out[key] = summarise(done, time.perf_counter() - t0, rec.candidates if rec else None,
                              cpu=time.process_time() - c0)
         out[key]["load_average_1_min"] = round(os.getloadavg()[0], 1)
-        if detect:
+        if detect and key in ("keywords", "llamacpp"):  # the default LLM's names and the reference's
             out[key].update(asyncio.run(detection(corpus, done, judge(), detect)))
             print(f"{name} {key}: detection {out[key]['detection_balanced_accuracy']}", flush=True)
         out[key]["model"] = backend.model
