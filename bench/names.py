@@ -160,6 +160,29 @@ def build(key: str):
                                                                **options)
 
 
+def threads_check(tokens: int = 300) -> list[dict]:
+    """CPU and wall seconds of one `tokens`-token prompt through SmolLM2, prompts on 1 and on 2 threads
+    (generation on 1): what `n_threads_batch` costs on this machine's two busy cores."""
+    from llama_cpp import Llama
+
+    from services.interpreter.backends.llamacpp import smollm2_path
+
+    rows = []
+    for batch_threads in (2, 1):
+        llm = Llama(model_path=str(smollm2_path()), n_ctx=1024, n_threads=1, n_threads_batch=batch_threads,
+                    seed=0, verbose=False)
+        ids = llm.tokenize(("The patient was admitted with chest pain and shortness of breath. " * 40).encode())
+        llm.eval(ids[:8])  # warm-up
+        llm.reset()
+        t0, c0 = time.perf_counter(), time.process_time()
+        llm.eval(ids[:tokens])
+        rows.append({"change": f"prompt of {tokens} tokens, n_threads_batch={batch_threads}",
+                     "wall_seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(time.process_time() - c0, 2),
+                     "load_average_1_min": round(os.getloadavg()[0], 1)})
+        llm.close()
+    return rows
+
+
 def judge():
     """The detection scorer: SmolLM2 with the back-end's defaults."""
     from services.interpreter.backends.llamacpp import LlamaCppBackend
@@ -283,6 +306,19 @@ def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backend
             "features_named": "the first %d in naming order (densest first)" % len(feats), **out}
 
 
+def merge(paths: list[Path], out: Path) -> None:
+    """Runs of one corpus each (run side by side on the shared machine) as one names.json: their results
+    joined, each corpus's load average kept."""
+    runs = [json.loads(p.read_text()) for p in paths]
+    joined = {**runs[0], "results": {c: r for run in runs for c, r in run["results"].items()}}
+    joined["settings"]["load_average_1_5_15_min"] = {c: run["settings"]["load_average_1_5_15_min"]
+                                                     for run in runs for c in run["results"]}
+    joined["settings"]["runs"] = "one process a corpus, side by side, both under nice -n 19"
+    for run in runs:
+        joined.setdefault("sensitivity", []).extend(run.get("sensitivity", []))
+    out.write_text(json.dumps(joined, indent=2, ensure_ascii=False) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--features", type=int, default=30, help="features a corpus, first in naming order")
@@ -293,8 +329,13 @@ def main() -> None:
     parser.add_argument("--sae-data", choices=["documents", "sentences"], default="sentences",
                         help="the abstracts' SAE, as bench/interpret.py --sae-data trains it")
     parser.add_argument("--prepare-only", action="store_true")
+    parser.add_argument("--threads-check", action="store_true", help="time a prompt on 1 and 2 llama.cpp threads")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--merge", type=Path, nargs="+", help="join runs of one corpus each into --out")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     CACHE.mkdir(parents=True, exist_ok=True)
     ib.CACHE.mkdir(parents=True, exist_ok=True)
     stores = {"abstracts": ArtifactStore(str(ib.CACHE / "store")), "demo": ArtifactStore(str(CACHE / "demo-store"))}
@@ -317,6 +358,8 @@ def main() -> None:
                   "copies_input_fraction_max": 0.10, "features_per_min_min": 60},
         "results": results,
     }
+    if args.threads_check:
+        out["sensitivity"] = threads_check()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(out, indent=2, ensure_ascii=False))

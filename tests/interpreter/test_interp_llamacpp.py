@@ -59,7 +59,12 @@ def test_parsing_flags_copies_after_the_others_and_drops_sentences():
     with pytest.raises(BackendOutputError):
         parse_candidates("not json", docs, 3)
     with pytest.raises(BackendOutputError):  # SmolLM2 echoes the prompt's headings
-        parse_candidates('{"candidates": [{"label": "ACTIVATING"}, {"label": "P"}]}', docs, 3)
+        parse_candidates('{"candidates": [{"label": "ACTIVATING"}, {"label": "P"}, {"label": "FIRING"}, '
+                         '{"label": "Candidate 2"}]}', docs, 4)
+    echoed = parse_candidates(json.dumps({"candidates": [  # headings and list numbers before a name are cut
+        {"label": "FIRING: 1. Contact dermatitis"}, {"label": "3. Blood pressure"},
+        {"label": "Other causes of anaemia"}]}), docs, 3)
+    assert [c.label for c in echoed] == ["Contact dermatitis", "Blood pressure", "Other causes of anaemia"]
 
 
 class FakeLlama:
