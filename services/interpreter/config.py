@@ -44,8 +44,7 @@ class InterpreterSettings(BaseSettings):
     )
     llamacpp_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads, for generation and prompts alike; "
                                             "None: half the cores.")
-    llamacpp_ctx: int = Field(default=1024, ge=512, description="llama.cpp context window in tokens (its prompts "
-                              "are about 400 tokens).")
+    llamacpp_ctx: int = Field(default=2048, ge=512, description="llama.cpp context window in tokens.")
     request_timeout_s: float = Field(default=120.0, gt=0, description="One LLM call, including generation.")
     max_retries: int = Field(default=3, ge=0, le=10, description="Retries of a failed LLM call (timeouts, bad output).")
     backoff_s: float = Field(default=1.0, ge=0, description="First retry delay; doubled at each retry (with jitter).")

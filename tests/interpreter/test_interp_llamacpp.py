@@ -84,8 +84,7 @@ async def test_llamacpp_prompt_and_grammar_schema(monkeypatch):
         {"label": "Epilessia in età pediatrica", "description": "Bambini con crisi epilettiche."},
         {"label": "Terapia anticonvulsivante", "description": "Farmaci contro le crisi."}]})])
     monkeypatch.setitem(llamacpp._MODELS, ("/models/fake.gguf", 2048, 2), fake)
-    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=2, retries=0, naming_prompt=2, n_ctx=2048,
-                              description_chars=240)
+    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=2, retries=0)  # the defaults: v2
     request = NamingRequest(7, ["Crisi epilettiche in un bambino di 4 anni, trattato con valproato."],
                             ["Frattura del polso dopo una caduta."], hints=["epilessia", "crisi", "valproato"],
                             candidates=2, temperature=0.1, language="Italian")
@@ -105,10 +104,11 @@ async def test_llamacpp_prompt_and_grammar_schema(monkeypatch):
 
 
 @pytest.mark.anyio
-async def test_llamacpp_defaults_ask_the_short_prompt_with_short_excerpts_and_descriptions(monkeypatch):
+async def test_llamacpp_short_prompt_option_with_short_excerpts_and_descriptions(monkeypatch):
     fake = FakeLlama([json.dumps({"candidates": [{"label": "Angioplastica coronarica", "description": "Stenosi."}]})])
     monkeypatch.setitem(llamacpp._MODELS, ("/models/fake.gguf", 1024, 1), fake)
-    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=1, retries=0)
+    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=1, retries=0, naming_prompt=3, max_docs=3,
+                              max_chars=160, description_chars=80, n_ctx=1024)
     long = "Angioplastica coronarica con stent in paziente con angina instabile e stenosi critica " * 4
     request = NamingRequest(3, [f"{i}: {long}" for i in range(5)], [f"{i}: frattura del femore" for i in range(5)],
                             hints=["angioplastica", "stenosi"], candidates=3, language="Italian")
@@ -171,7 +171,7 @@ class LogitLlama:
 async def test_detection_reads_the_next_token_and_reuses_the_shared_prefix(monkeypatch):
     fake = LogitLlama()
     monkeypatch.setitem(llamacpp._MODELS, ("/models/fake.gguf", 1024, 1), fake)
-    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=1, retries=0)
+    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=1, retries=0, n_ctx=1024)
     docs = ["Seizures and epilepsy in a child.", "Hip fracture after a fall.", "Epilepsy surgery in adults."]
     assert await backend.detect("epilepsy", "Seizure disorders", docs) == [True, False, True]
     first, *rest = fake.evaluated
@@ -187,7 +187,7 @@ async def test_detection_without_a_chat_template_generates_json_answers(monkeypa
     fake = FakeLlama(['{"applies": true}', '{"applies": false}'])
     fake.metadata = {}
     monkeypatch.setitem(llamacpp._MODELS, ("/models/fake.gguf", 1024, 1), fake)
-    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=1, retries=0)
+    backend = LlamaCppBackend(model_path="/models/fake.gguf", threads=1, retries=0, n_ctx=1024)
     assert await backend.detect("epilepsy", None, ["Epilepsy.", "Fracture."]) == [True, False]
     assert all(c["response_format"]["schema"]["required"] == ["applies"] for c in fake.calls)
 
@@ -216,7 +216,7 @@ async def test_smollm2_names_two_features():
         except BackendOutputError:
             continue  # typed failure after retries, never a made-up label
         named += 1
-        assert result.prompt_version == "name_feature.v3" and 1 <= len(result.candidates) <= 3
+        assert result.prompt_version == "name_feature.v2" and 1 <= len(result.candidates) <= 3
         for cand in result.candidates:
             assert cand.label
         break  # one named feature shows the path; each costs up to a minute on two busy cores
