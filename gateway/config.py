@@ -47,6 +47,11 @@ class GatewaySettings(BaseSettings):
     embedder_url: str | None = Field(default=None, description="Base URL of the embedder service; unset: in-process.")
     sae_url: str | None = Field(default=None, description="Base URL of the SAE service; unset: in-process.")
     interpreter_url: str | None = Field(default=None, description="Base URL of the interpreter service; unset: in-process.")
+    naming_backend: Literal["keywords", "llamacpp", "ollama"] = Field(
+        default="keywords",
+        description="Back-end of a naming job whose request names none (the dashboard's and `prisma demo`'s too); "
+        "the keywords back-end stays every language model's fallback. compose.yaml: ollama.",
+    )
     service_token: str | None = Field(default=None, description="Bearer token the gateway sends to the services.")
     secret_key: str | None = Field(
         default=None,

@@ -45,7 +45,8 @@ class InterpreterSettings(BaseSettings):
     )
     llamacpp_cached_models: int = Field(default=1, ge=1, le=16,
                                         description="GGUF models kept loaded; the least recently used goes first.")
-    llamacpp_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads; None: its default.")
+    llamacpp_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads, for generation and prompts alike; "
+                                            "None: half the cores.")
     llamacpp_ctx: int = Field(default=2048, ge=512, description="llama.cpp context window in tokens.")
     request_timeout_s: float = Field(default=120.0, gt=0, description="One LLM call, including generation.")
     max_retries: int = Field(default=3, ge=0, le=10, description="Retries of a failed LLM call (timeouts, bad output).")

@@ -110,6 +110,19 @@ def test_the_services_agree_on_urls_and_token() -> None:
     assert len(tokens) == 1 and ":?" in tokens.pop(), "one required token, no default"
 
 
+def test_naming_asks_the_pulled_ollama_model_by_default() -> None:
+    from gateway.config import GatewaySettings
+
+    services = load("compose.yaml")["services"]
+    for name in ("gateway", "gateway-worker"):  # the API's job and the worker that runs it agree
+        assert services[name]["environment"]["PRISMA_NAMING_BACKEND"] == "${PRISMA_NAMING_BACKEND:-ollama}"
+    assert GatewaySettings(naming_backend="ollama").naming_backend == "ollama"
+    interp = services["interpreter-worker"]["environment"]
+    assert interp["PRISMA_INTERPRETER_OLLAMA_HOST"] == "http://ollama:11434"
+    pulled = services["ollama-pull"]["entrypoint"][-1]
+    assert pulled == interp["PRISMA_INTERPRETER_OLLAMA_MODEL"] == "${PRISMA_OLLAMA_MODEL:-llama3.2:3b}"
+
+
 def test_health_checks_volumes_and_scaling() -> None:
     compose = load("compose.yaml")
     declared = set(compose["volumes"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq

@@ -143,3 +143,36 @@ async def test_no_server_is_unavailable():
     backend = OllamaBackend(host="http://127.0.0.1:9", model="m", retries=1, backoff_s=0.01)
     with pytest.raises(BackendUnavailable):
         await backend.name_feature(REQUEST)
+
+
+@pytest.mark.anyio
+async def test_a_naming_run_with_the_configured_ollama_keeps_keywords_as_fallback(replay, synthetic):
+    """What compose's default (PRISMA_NAMING_BACKEND=ollama) runs: the back-end built from the interpreter's
+    settings, one recorded answer a feature, each name scored; the keywords' term list named beside it."""
+    from contracts.interpret import BackendOptions, InterpretRunPayload
+    from services.interpreter.config import InterpreterSettings
+    from services.interpreter.runs import name_run, read_shard, shard_key
+    from tests.interpreter.conftest import topic_embed
+
+    store, ref = synthetic
+    replay.answers += [(200, RECORDED_NAMING), (200, RECORDED_NAMING)]
+    settings = InterpreterSettings(ollama_host=replay.host, ollama_model="llama3.2:3b", max_retries=0)
+    await name_run(InterpretRunPayload(run_id=1, corpus=ref, artifact_prefix="interp/ollama", batch_features=2,
+                                       backends=[BackendOptions(backend="ollama")], features=[0, 2]),
+                   store, settings=settings, embed_texts=topic_embed)
+    records = {r.feature: r for r in read_shard(store, shard_key("interp/ollama", 0))[0]}
+    assert sorted(records) == [0, 2] and len(replay.requests) == 2
+    for request in replay.requests:
+        body = request["body"]
+        assert request["path"] == "/api/chat" and body["model"] == "llama3.2:3b" and body["stream"] is False
+        assert body["format"]["properties"]["candidates"]["maxItems"] == 3
+        assert "KEYWORDS" in body["messages"][1]["content"]
+    for r in records.values():
+        by_backend = {i.backend: i for i in r.interpretations}
+        assert set(by_backend) == {"ollama", "keywords"}  # the keywords fallback beside the model's name
+        ollama = by_backend["ollama"]
+        assert ollama.label in {"Epilepsy and seizures", "Anticonvulsant therapy"} and ollama.model == "llama3.2:3b"
+        assert ollama.prompt_version == "name_feature.v2" and ollama.score_embedding is not None
+        assert ollama.evidence.keywords == by_backend["keywords"].evidence.keywords != []
+        # the recorded names are about epilepsy, not this corpus's topics: the term list is shown
+        assert r.interpretations[r.best].backend == "keywords"

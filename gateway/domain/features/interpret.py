@@ -42,7 +42,9 @@ KIND = "interpret_run"
 class InterpretationRequest(BaseModel):
     """POST /api/v1/sae-runs/{id}/interpretations: name every feature (or some) with these back-ends."""
 
-    backends: list[BackendOptions] = Field(default_factory=lambda: [BackendOptions()], min_length=1, max_length=3)
+    backends: list[BackendOptions] | None = Field(
+        default=None, min_length=1, max_length=3,
+        description="None: the gateway's configured back-end (PRISMA_NAMING_BACKEND), keywords by default.")
     features: list[int] | None = Field(default=None, max_length=100_000, description="Feature indices; None: all.")
 
 
@@ -143,7 +145,8 @@ async def interpret_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[st
     job = InterpretJob.model_validate(payload)
     ref, families, spec = await asyncio.to_thread(corpus_ref, ctx.factory, job.sae_run_id)
     svc = InterpretRunPayload(run_id=job.sae_run_id, corpus=ref, artifact_prefix=f"sae-runs/{job.sae_run_id}/interpret-{ctx.job_id}",
-                              features=job.request.features, backends=job.request.backends, families=families)
+                              features=job.request.features, backends=with_backends(job.request, "keywords").backends,
+                              families=families)
     extra = {} if ctx.arq_pool is not None else {"embed_texts": await in_process_embedder(ctx, spec)}
     raw = await run_service_job(ctx, "interpreter", "interpret_run", svc.model_dump(mode="json"), in_process_ctx=extra)
     result = InterpretRunResult.model_validate(raw)
@@ -153,8 +156,16 @@ async def interpret_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[st
             "features_per_min": result.features_per_min}
 
 
+def with_backends(body: InterpretationRequest, default: str) -> InterpretationRequest:
+    """`body` with its back-ends named: the configured `default` where the request names none."""
+    if body.backends is not None:
+        return body
+    return body.model_copy(update={"backends": [BackendOptions(backend=default)]})
+
+
 async def start_interpretation(app_state: Any, sae_run_id: int, body: InterpretationRequest, principal: Principal,
                                request_id: str | None) -> JobOut:
+    body = with_backends(body, app_state.settings.naming_backend)
     with session_scope(app_state.factory) as session:
         run = run_repo.get_sae_run(session, run_id=sae_run_id)
         if run is None or run.status != "succeeded":

@@ -120,14 +120,16 @@ LABEL_CHARS = 60
 DESCRIPTION_CHARS = 240
 
 
-def naming_schema(n: int) -> dict[str, Any]:
-    """JSON schema of a naming answer: 1 to n candidates, each a short label and a one-sentence description.
+def naming_schema(n: int, description_chars: int = DESCRIPTION_CHARS) -> dict[str, Any]:
+    """JSON schema of a naming answer: 1 to n candidates, each a short label and a one-sentence description
+    of at most `description_chars`.
 
-    llama.cpp and Ollama turn it into a grammar, so the lengths bound what the model can write."""
+    llama.cpp and Ollama turn it into a grammar, so the lengths bound what the model can write (and so
+    how many tokens it generates: most of a small model's naming time)."""
     item = {
         "type": "object",
         "properties": {"label": {"type": "string", "minLength": 3, "maxLength": LABEL_CHARS},
-                       "description": {"type": "string", "maxLength": DESCRIPTION_CHARS}},
+                       "description": {"type": "string", "maxLength": description_chars}},
         "required": ["label", "description"],
     }
     return {"type": "object", "properties": {"candidates": {"type": "array", "items": item,
@@ -173,15 +175,19 @@ def copies_input(label: str, excerpts: Sequence[str], min_words: int = COPY_WORD
     return False
 
 
-#: Words of our prompts that a small model echoes as a "label".
-PROMPT_ECHOES = frozenset({"activating", "non activating", "nonactivating", "label", "description", "feature",
-                           "concept", "candidates", "document", "documents", "none"})
+#: Words of our prompts (v1 to v3) that a small model echoes as a "label".
+PROMPT_WORDS = frozenset({"activating", "non", "nonactivating", "label", "labels", "description", "feature",
+                          "concept", "candidate", "candidates", "document", "documents", "none", "firing", "other",
+                          "keywords", "excerpt", "excerpts"})
+#: A list number or a heading of the prompt that a small model writes before its label ('FIRING: 1. …').
+_ECHOED_PREFIX = re.compile(r"^(?:(?:firing|other|keywords|activating|non-activating)\s*:\s*|\d+\s*[.)]\s*)+",
+                            re.IGNORECASE)
 
 
 def echoes_prompt(label: str) -> bool:
-    """A label with fewer than 3 letters, or only a word of the prompt (e.g. 'ACTIVATING')."""
-    words = _words(label)
-    return sum(len(w) for w in words) < 3 or " ".join(words) in PROMPT_ECHOES
+    """A label with fewer than 3 letters, or only words of the prompt and numbers (e.g. 'FIRING', 'Candidate 2')."""
+    words = [w for w in _words(label) if not w.isdigit()]
+    return sum(len(w) for w in words) < 3 or all(w in PROMPT_WORDS for w in words)
 
 
 def parse_candidates(content: str, documents: Sequence[str], n: int) -> list[LabelCandidate]:
@@ -206,7 +212,7 @@ def parse_candidates(content: str, documents: Sequence[str], n: int) -> list[Lab
             cand = LabelCandidate.model_validate(item)
         except ValidationError:
             continue
-        cand.label = " ".join(cand.label.split()).strip(" .:;,\"'")
+        cand.label = _ECHOED_PREFIX.sub("", " ".join(cand.label.split())).strip(" .:;,\"'")
         key = _fold(cand.label)
         if not cand.label or key in seen or echoes_prompt(cand.label) or too_long(cand.label):
             continue
