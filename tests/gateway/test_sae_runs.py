@@ -141,3 +141,13 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
             ev = shown[0]["evidence"]
             rows += ev["activating"] + ev["random_negatives"] + ev["holdout_activating"] + ev["holdout_non_activating"]
     assert max(rows) >= 24, rows  # 24 notes, about 18 sentences each
+
+    # An SAE on the same run's document vectors alone (no segment codes) is named on documents.
+    (plain,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL},
+                                  headers=auth)).json()
+    plain = await wait_done(client, auth, f"/api/v1/sae-runs/{plain['id']}", timeout=240)
+    assert plain["status"] == "succeeded", plain
+    job = await client.post(f"/api/v1/sae-runs/{plain['id']}/interpretations",
+                            json={"backends": [{"backend": "keywords"}], "features": wanted[:2]}, headers=auth)
+    named = await wait_done(client, auth, f"/api/v1/jobs/{job.json()['id']}", timeout=240)
+    assert named["status"] == "succeeded", named

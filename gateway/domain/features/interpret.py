@@ -68,7 +68,7 @@ def _corpus_ref(session: Any, sae_run_id: int, *, naming: bool = False) -> tuple
         chunks=[c["uri"] for c in emb.result.get("chunks", [])], codes_csc_uri=arts["codes_csc"]["uri"],
         sae_uri=arts["cfg"]["uri"].rsplit("/", 1)[0],
     )
-    if naming and "segment_codes" in arts and emb.result.get("segments"):
+    if naming and arts.get("segment_codes") and emb.result.get("segments"):  # artifacts list absent ones as None
         ref = ref.model_copy(update={"segments": [s["uri"] for s in emb.result["segments"]],
                                      "segment_codes_uri": arts["segment_codes"]["uri"]})
     return ref, emb
