@@ -265,7 +265,6 @@ def name_on_segments(ds: LabelledSet, seg: Segments, segment_codes: Any) -> tupl
     namer = Namer(corpus=corpus, backends=[(opts, build_backend(opts, InterpreterSettings()))],
                   embed_texts=label_embedder(1))
     features = [int(f) for f in np.flatnonzero(corpus.codes.getnnz(axis=0) > 0)]
-    labels: dict[int, str] = {}
     t0, records = time.perf_counter(), []
     for i in range(0, len(features), 256):
         pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]

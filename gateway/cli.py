@@ -136,16 +136,23 @@ def project_create(name: Annotated[str, typer.Argument(help="The project's name.
     console.print(f"project [bold]{name}[/] created, id {project_id}")
 
 
+def _membership_ids(session, project: str, user: str) -> dict[str, int]:  # noqa: ANN001
+    """The ids a membership is keyed by, from the names given on the command line (a clear error for
+    an unknown one)."""
+    from gateway.domain.auth import accounts
+
+    return {"user_id": accounts.user_named(session, user).id, "project_id": accounts.project_named(session, project).id}
+
+
 @project_app.command("add-member")
 def project_add_member(
     project: Annotated[str, typer.Argument(help="The project's name.")],
     user: Annotated[str, typer.Argument(help="The user's name.")],
 ) -> None:
     """Make USER a member of PROJECT."""
-    from gateway.domain.auth import accounts, repo
+    from gateway.domain.auth import repo
 
-    _account_command(lambda session: repo.add_membership(
-        session, user_id=accounts.user_named(session, user).id, project_id=accounts.project_named(session, project).id))
+    _account_command(lambda session: repo.add_membership(session, **_membership_ids(session, project, user)))
     console.print(f"[bold]{user}[/] is a member of [bold]{project}[/]")
 
 
@@ -155,10 +162,9 @@ def project_remove_member(
     user: Annotated[str, typer.Argument(help="The user's name.")],
 ) -> None:
     """USER no longer sees PROJECT."""
-    from gateway.domain.auth import accounts, repo
+    from gateway.domain.auth import repo
 
-    _account_command(lambda session: repo.remove_membership(
-        session, user_id=accounts.user_named(session, user).id, project_id=accounts.project_named(session, project).id))
+    _account_command(lambda session: repo.remove_membership(session, **_membership_ids(session, project, user)))
     console.print(f"[bold]{user}[/] is no longer a member of [bold]{project}[/]")
 
 

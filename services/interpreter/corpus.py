@@ -85,6 +85,15 @@ SEGMENT_CORPUS_DOCUMENTS = 20_000
 on more than a few in 10,000 sentences enough evidence."""
 
 
+def _span_shards(store: ArtifactStore, uris: list[str]) -> list[dict[str, np.ndarray]]:
+    """Chunk or segment shards (.npz): the arrays both kinds hold, one dict a shard, in order."""
+    shards = []
+    for uri in uris:
+        with np.load(io.BytesIO(store.read_bytes(uri))) as z:
+            shards.append({k: z[k] for k in ("vectors", "position", "char_start", "char_end")})
+    return shards
+
+
 def _snapshot(store: ArtifactStore, uri: str) -> pa.Table:
     with store.open(uri) as f:
         table = pq.read_table(f, columns=["position", "doc_id", "text"])
@@ -128,12 +137,8 @@ def load_corpus(store: ArtifactStore, ref: CorpusRef, *, with_sae: bool = True) 
     corpus of segments (`segment_corpus`)."""
     table = _snapshot(store, ref.snapshot_uri)
     if ref.segments and ref.segment_codes_uri:
-        shards = []
-        for uri in ref.segments:
-            with np.load(io.BytesIO(store.read_bytes(uri))) as z:
-                shards.append({k: z[k] for k in ("vectors", "position", "char_start", "char_end")})
         codes = sp.load_npz(io.BytesIO(store.read_bytes(ref.segment_codes_uri))).tocsr()
-        return segment_corpus(table, shards, codes)
+        return segment_corpus(table, _span_shards(store, ref.segments), codes)
     vectors = np.concatenate([np.load(io.BytesIO(store.read_bytes(u))) for u in ref.embeddings])
     codes = sp.load_npz(io.BytesIO(store.read_bytes(ref.codes_csc_uri))).tocsc()
     n = table.num_rows
@@ -141,11 +146,7 @@ def load_corpus(store: ArtifactStore, ref: CorpusRef, *, with_sae: bool = True) 
         raise ValueError(f"corpus mismatch: {n} documents, {vectors.shape[0]} vectors, {codes.shape[0]} code rows")
     chunks = None
     if ref.chunks:
-        arrays = []
-        for uri in ref.chunks:
-            with np.load(io.BytesIO(store.read_bytes(uri))) as z:
-                arrays.append({k: z[k] for k in ("vectors", "position", "char_start", "char_end")})
-        chunks = ChunkIndex.from_arrays(arrays, n)
+        chunks = ChunkIndex.from_arrays(_span_shards(store, ref.chunks), n)
     sae = None
     if with_sae and ref.sae_uri:
         sae = SaeEncoder.load(store, ref.sae_uri)
