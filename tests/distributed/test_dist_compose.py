@@ -4,6 +4,7 @@ process it runs, health checks and named volumes are there, workers can be scale
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -157,3 +158,19 @@ def test_docker_compose_config_validates(overlay: str | None, tmp_path: Path) ->
     out = subprocess.run(["docker-compose", *files, "config", "-q"], cwd=ROOT, env=env, capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr
+
+
+# An exact release (postgres:16.15-bookworm), optionally with its digest; never a floating tag.
+EXACT_IMAGE = re.compile(r"^[\w./-]+:\d+\.\d+(\.\d+)?(-[a-z0-9]+)*(@sha256:[0-9a-f]{64})?$")
+
+
+def test_pulled_images_name_an_exact_release() -> None:
+    """The images we pull name a release, so a pull a month later gets the same servers; the
+    Dockerfile's base image too. (The overlays only rebuild the prisma image.)"""
+    services = load("compose.yaml")["services"]
+    pulled = {name: svc["image"] for name, svc in services.items() if "build" not in svc}
+    assert set(pulled) == INFRA
+    for name, image in pulled.items():
+        assert EXACT_IMAGE.match(image), f"{name}: {image}"
+    (base,) = re.findall(r"^FROM (\S+)", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    assert EXACT_IMAGE.match(base), base
