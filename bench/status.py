@@ -16,10 +16,12 @@ Methods, each scored on the held-out rows (precision, recall, F1 of the positive
   - probe_documents: Prisma's SAE (its trainer: expansion 8, k 32, 2,000 steps) trained on the
     training rows' document vectors, every document encoded, Prisma's probe
     (`gateway.domain.concepts.probe.fit_probe`: L1, C by CV, one-standard-error rule) on the codes;
-  - probe_segments: every text cut by Prisma's segmenter (services/embedder/segments.py) and each
-    segment embedded as an embedding run with `segments` does; the SAE (same settings) trained on
-    the training rows' segment and document vectors (services.sae.segments.training_vectors); a
-    document's codes = the row-wise max of its segments' codes (pooled_codes); Prisma's probe on them;
+  - probe_segments: every text cut by Prisma's segmenter (services/embedder/segments.py, its default
+    unit: clauses) and each segment embedded as an embedding run with `segments` does; the SAE (same
+    settings) trained on the training rows' segment and document vectors
+    (services.sae.segments.training_vectors); a document's codes = the row-wise max of its segments'
+    codes (pooled_codes); Prisma's probe on them. `probe_segments_by_unit` has the same with
+    sentences as the unit beside it;
   - expression_scoped: the features named on segments by Prisma's keywords back-end (the naming job's
     segment corpus, services.interpreter.corpus.segment_corpus, with its term index and the label
     embedder of bench/interpret.py), then a scoped expression written from the labels alone, as a
@@ -29,9 +31,9 @@ Methods, each scored on the held-out rows (precision, recall, F1 of the positive
     starts with one of the cue words of regex_cues (the same words a regex user wrote). No feature is
     chosen by index or by the class labels; the expression and its features' labels are recorded;
   - probe_tokens (measured for item 3, not a product path): an SAE (same settings, 2,000 steps) on
-    the last hidden state of every content token of every segment (unit norm; the training rows'
-    tokens), every token encoded, max-pooled to segments and then to documents, Prisma's probe on
-    the documents' codes.
+    the last hidden state of every content token of every sentence (each sentence through the model
+    on its own; unit norm; the training rows' tokens), every token encoded, max-pooled to sentences
+    and then to documents, Prisma's probe on the documents' codes.
 Every stage records its seconds and peak RSS (VmHWM, reset before the stage). Embeddings are
 cached in /tmp/prisma-bench with the seconds they took. Torch runs on one thread (see --threads).
 
@@ -63,6 +65,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from contracts.sae import SaeConfig  # noqa: E402
 from gateway.domain.concepts.probe import Split, binary_metrics, fit_probe, heldout_split  # noqa: E402
 from services.sae.encoding import encode_all  # noqa: E402
+from services.embedder.segments import DEFAULT_UNIT  # noqa: E402
 from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
 from services.sae.trainer import SaeTrainer, holdout_metrics  # noqa: E402
 from status_data import (LabelledSet, demo_regex, demo_regex_cues, demo_set, negex_regex,  # noqa: E402
@@ -189,19 +192,21 @@ def document_vectors(ds: LabelledSet) -> tuple[np.ndarray, float]:
     return x, seconds
 
 
-def segment_vectors(ds: LabelledSet) -> tuple[Segments, float]:
-    """Every text's segments (services.embedder.segments: sentences, lines, windows), each embedded
-    by Prisma's encoder as an embedding run with `segments` does (cached), and the seconds taken."""
+def segment_vectors(ds: LabelledSet, unit: str = DEFAULT_UNIT) -> tuple[Segments, float]:
+    """Every text's segments of `unit` (services.embedder.segments: clauses or sentences, lines,
+    windows), each embedded by Prisma's encoder as an embedding run with `segments` does (cached),
+    and the seconds taken."""
     from services.embedder.segments import embed_segments
 
     key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
-    path = CACHE / f"status-{ds.name}-segments-{key}.npz"
+    path = CACHE / f"status-{ds.name}-segments-{unit}-{key}.npz"
     if path.exists():
         with np.load(path) as z:
             return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"]), float(z["seconds"])
     t0 = time.perf_counter()
-    seg = embed_segments(_model(), ds.texts, pooling="mean", normalize=True)
+    seg = embed_segments(_model(), ds.texts, pooling="mean", normalize=True, unit=unit)
     seconds = time.perf_counter() - t0
+    CACHE.mkdir(parents=True, exist_ok=True)
     np.savez(path, vectors=seg.vectors, position=seg.doc, char_start=seg.char_start, char_end=seg.char_end,
              seconds=seconds)
     return Segments(seg.vectors, seg.doc, seg.char_start, seg.char_end), seconds
@@ -365,6 +370,11 @@ def run_tokens(ds: LabelledSet, split: Split, seg: Segments, out: dict) -> dict:
 
 
 # --- one set ---------------------------------------------------------------------------------
+def _counts(seg: Segments, n_docs: int) -> dict:
+    return {"rows": len(seg.position), "per_document_mean": round(len(seg.position) / n_docs, 2),
+            "per_document_max": int(np.bincount(seg.position).max())}
+
+
 def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str], int]], variants: list[str]) -> dict:
     split = heldout_split(ds.y, test_fraction=0.25, seed=0)
     out: dict[str, Any] = {"data": ds.description | {
@@ -389,14 +399,26 @@ def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str]
     with stage(out, "probe_documents"):
         methods["probe_documents"] = run_probe(codes, ds, split)
     with stage(out, "embed_segments"):
-        seg, seg_s = segment_vectors(ds)
+        seg, seg_s = segment_vectors(ds)  # the product's default unit (clauses)
     out["stages"]["embed_segments"]["embedding_seconds"] = round(seg_s, 1)
-    out["segments"] = {"rows": len(seg.position), "per_document_mean": round(len(seg.position) / len(x), 2),
-                       "per_document_max": int(np.bincount(seg.position).max())}
+    out["segments"] = {"unit": DEFAULT_UNIT, **_counts(seg, len(x))}
     pooled: list = []
     methods["probe_segments"] = segment_probe(x, seg, ds, split, out, keep=pooled)
     methods["expression_scoped"] = run_expression(ds, split, seg, pooled[0], out)
-    methods["probe_tokens"] = run_tokens(ds, split, seg, out)
+    # The other unit, sentences (the default before clauses measured better): same SAE, same probe.
+    with stage(out, "embed_sentences"):
+        sentences, sent_s = segment_vectors(ds, "sentence")
+    out["stages"]["embed_sentences"]["embedding_seconds"] = round(sent_s, 1)
+    other: dict = {}
+    by_sentence = segment_probe(x, sentences, ds, split, other)
+    out["stages"] |= {f"{k.replace('segments', 'sentences')}": v for k, v in other["stages"].items()}
+    out["probe_segments_by_unit"] = {
+        unit: {"segments": _counts(s, len(x)), "fvu_heldout": o["sae_segments"]["fvu_heldout"],
+               **{k: m[k] for k in ("f1", "precision", "recall", "cv_f1_train", "features_used")}}
+        for unit, s, o, m in ((DEFAULT_UNIT, seg, out, methods["probe_segments"]),
+                              ("sentence", sentences, other, by_sentence))}
+    # token states per sentence (each sentence through the model on its own), as first measured
+    methods["probe_tokens"] = run_tokens(ds, split, sentences, out)
     out["methods"] = methods
     out["probe_segments_sensitivity"] = sensitivity(x, seg, ds, split, variants)
     return out

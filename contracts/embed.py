@@ -119,6 +119,12 @@ class EmbeddingRunSpec(BaseModel):
         "to tell one mention's status from another's in a long note (max over segments). Off by "
         "default: it about doubles the run's time and its storage (~15 float16 vectors a note).",
     )
+    segment_unit: Literal["clause", "sentence"] = Field(
+        default="clause",
+        description="What a segment is (with `segments`): a clause (a sentence cut after `,` `;` `:` and "
+        "before `ma`, `but`, …: where a hedge's or a negation's scope ends; the default, it measured "
+        "better) or a whole sentence. See services/embedder/segments.py.",
+    )
 
 
 class EmbedJobPayload(BaseModel):

@@ -81,7 +81,7 @@ class Not(Node):
 
 @dataclass(frozen=True)
 class Segment(Node):
-    """SEGMENT(condition): the condition holds in at least one segment (sentence) of the document,
+    """SEGMENT(condition): the condition holds in at least one segment (clause or sentence) of the document,
     every reference inside read on that segment's codes."""
 
     item: Node

@@ -7,7 +7,7 @@
     label:"bronchiolitis"            the feature whose shown label is this (exact, case-insensitive,
                                      else the one label containing it)
     family:7                         any member of family 7 (its largest activation)
-    SEGMENT(F1 AND NOT F2)           in one segment (sentence) of the document: F1 and not F2 there
+    SEGMENT(F1 AND NOT F2)           in one segment (clause or sentence) of the document: F1 and not F2 there
 
 Evaluation reads only the referenced columns of the CSC matrix, each as one dense vector of
 documents (the docs × n matrix is never densified), so 200,000 documents take milliseconds.
@@ -54,7 +54,7 @@ MAX_FEATURES = 256
 
 @dataclass
 class SegmentCodes:
-    """A run's documents cut into segments (sentences), each encoded alone; SEGMENT(…) reads these."""
+    """A run's documents cut into segments (clauses or sentences), each encoded alone; SEGMENT(…) reads these."""
 
     codes: sp.csc_matrix  # float32 [segments, n_features]
     doc: np.ndarray  # int64 [segments]: each segment's document position; a document's segments contiguous, in order

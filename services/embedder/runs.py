@@ -147,7 +147,7 @@ class ShardWork:
         kw = {"pooling": spec.pooling, "normalize": spec.normalize, "batch_tokens": self.batch_tokens,
               "max_batch_size": self.settings.max_batch_size, "should_stop": self.should_stop}
         embedded = embed_texts(self.lm, texts, on_tokens=on_tokens, **kw)
-        segments = embed_segments(self.lm, texts, **kw) if spec.segments else None
+        segments = embed_segments(self.lm, texts, unit=spec.segment_unit, **kw) if spec.segments else None
         shard = write_shard(self.store, self.prefix, index, first, embedded, segments)
         log.info("embedding run %s: shard %d computed", self.payload.run_id, index)
         self.computed_docs += len(texts)
@@ -165,7 +165,7 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
         "shard_size": payload.spec.shard_size, "dim": lm.dim,
     }
     if payload.spec.segments:  # only then: manifests of runs without segments stay as they were
-        manifest["segments"] = True
+        manifest |= {"segments": True, "segment_unit": payload.spec.segment_unit}
     if store.exists(key):
         found = json.loads(store.read_bytes(key))
         if found != manifest:

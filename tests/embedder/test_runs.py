@@ -154,7 +154,7 @@ def test_segments_are_kept_with_spans_and_resumed(
     spec = SPEC.model_copy(update={"segments": True})
     snap = snapshot(SEG_TEXTS)
     result = run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
-    assert len(result.segments) == 2 and result.n_segments == 12
+    assert len(result.segments) == 2 and result.n_segments == 13
     rows = {}
     for info in result.segments:
         with np.load(io.BytesIO(store.read_bytes(info.uri))) as z:
@@ -162,9 +162,9 @@ def test_segments_are_kept_with_spans_and_resumed(
             for name in SEGMENT_ARRAYS:
                 rows.setdefault(name, []).append(z[name])
     seg = {k: np.concatenate(v) for k, v in rows.items()}
-    assert seg["position"].tolist() == [0, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5]  # every document has a row
+    assert seg["position"].tolist() == [0, 1, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5]  # every document has a row
     pieces = [SEG_TEXTS[p][a:b] for p, a, b in zip(seg["position"], seg["char_start"], seg["char_end"])]
-    assert pieces == ["", "Tosse da 2 giorni.", "Sospetta bronchiolite.", "Diagnosi: bronchiolite.",
+    assert pieces == ["", "Tosse da 2 giorni.", "Sospetta bronchiolite.", "Diagnosi:", "bronchiolite.",
                       "No EDEMA.", "Pz. vigile.", "Una frase sola", "   ", "Febbre.", "Otite?", "Esclusa.", "Dimesso."]
     direct = embed_segments(lm.with_max_length(18), SEG_TEXTS)
     torch.testing.assert_close(torch.from_numpy(seg["vectors"].astype(np.float32)), torch.from_numpy(direct.vectors),
@@ -175,3 +175,28 @@ def test_segments_are_kept_with_spans_and_resumed(
     assert (again.shards_computed, again.shards_reused) == (1, 1) and again.n_segments == result.n_segments
     with pytest.raises(RunSpecMismatchError):  # the same prefix without segments is another spec
         run_embedding(payload(snap.uri), store, settings=settings, models=models)
+
+
+def test_segment_unit_clause_by_default_sentence_on_request(
+    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    texts = ["Sospetta bronchiolite, esclusa polmonite ma presente otite.", "No EDEMA, but fever."]
+    snap = snapshot(texts)
+
+    def pieces(result) -> list[str]:  # noqa: ANN001
+        out = []
+        for info in result.segments:
+            with np.load(io.BytesIO(store.read_bytes(info.uri))) as z:
+                out += [texts[p][a:b] for p, a, b in zip(z["position"], z["char_start"], z["char_end"])]
+        return out
+
+    clauses = run_embedding(payload(snap.uri, SPEC.model_copy(update={"segments": True})), store,
+                            settings=settings, models=models)
+    assert pieces(clauses) == ["Sospetta bronchiolite,", "esclusa polmonite", "ma presente otite.",
+                               "No EDEMA,", "but fever."]
+    sentence_spec = SPEC.model_copy(update={"segments": True, "segment_unit": "sentence"})
+    with pytest.raises(RunSpecMismatchError):  # the same prefix with the other unit is another spec
+        run_embedding(payload(snap.uri, sentence_spec), store, settings=settings, models=models)
+    sentences = run_embedding(payload(snap.uri, sentence_spec, prefix="embedding-runs/8"), store,
+                              settings=settings, models=models)
+    assert pieces(sentences) == texts

@@ -1,5 +1,5 @@
-"""Segments: sentences with exact character spans; abbreviations and decimals do not end one,
-newlines do, long unpunctuated text is windowed."""
+"""Segments: clauses (the default) or sentences with exact character spans; abbreviations and
+decimals do not end one, newlines do, long unpunctuated text is windowed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from services.embedder.segments import Span, split_segments
 
 
-def pieces(text: str, **kw: int) -> list[str]:
+def pieces(text: str, **kw: int | str) -> list[str]:
     spans = split_segments(text, **kw)
     for span in spans:
         piece = text[span.start:span.end]
@@ -21,7 +21,7 @@ def test_italian_note_sentences_and_lines() -> None:
     text = ("Motivo: tosse da 3 giorni. Sospetta bronchiolite.\n"
             "EO: Pz. vigile, TC 37,5 °C (es. ascellare), SatO2 95% ecc. MV ridotto.\n\n"
             "Conclusioni:\nBronchiolite acuta. Visto dal Dott. Rossi e dalla Dr.ssa Bianchi, p.es. per RSV.")
-    assert pieces(text) == [
+    assert pieces(text, unit="sentence") == [
         "Motivo: tosse da 3 giorni.", "Sospetta bronchiolite.",
         "EO: Pz. vigile, TC 37,5 °C (es. ascellare), SatO2 95% ecc. MV ridotto.",
         "Conclusioni:", "Bronchiolite acuta.", "Visto dal Dott. Rossi e dalla Dr.ssa Bianchi, p.es. per RSV.",
@@ -31,7 +31,7 @@ def test_italian_note_sentences_and_lines() -> None:
 def test_english_abbreviations_decimals_and_initials() -> None:
     text = ("Seen by Dr. Smith vs. Dr. Jones, e.g. for fever, i.e. 38.5 °C. J. K. Brown agreed. "
             "Tolerated some p.o. fluids. No EDEMA! Is it CROUP? Likely.")
-    assert pieces(text) == [
+    assert pieces(text, unit="sentence") == [
         "Seen by Dr. Smith vs. Dr. Jones, e.g. for fever, i.e. 38.5 °C.", "J. K. Brown agreed.",
         "Tolerated some p.o. fluids.", "No EDEMA!", "Is it CROUP?", "Likely.",
     ]
@@ -41,8 +41,31 @@ def test_a_decimal_at_the_end_of_a_sentence_still_ends_it() -> None:
     assert pieces("TC 38.5. Nessun farmaco.") == ["TC 38.5.", "Nessun farmaco."]
 
 
+def test_clauses_end_at_commas_semicolons_and_before_contrast_words() -> None:
+    text = ("Motivo: tosse, TC 37,5 °C alle 10:30 (es. ascellare). Sospetta bronchiolite, esclusa polmonite ma "
+            "presente otite; rivalutare.\nNo [EDEMA], but has fever. Fever however mild, except at night.")
+    assert pieces(text) == [
+        "Motivo:", "tosse,", "TC 37,5 °C alle 10:30 (es. ascellare).",  # a decimal comma and a time do not cut
+        "Sospetta bronchiolite,", "esclusa polmonite", "ma presente otite;", "rivalutare.",
+        "No [EDEMA],", "but has fever.", "Fever", "however mild,", "except at night.",
+    ]
+    # every clause lies inside one sentence: the sentence unit keeps them together
+    assert pieces(text, unit="sentence")[1] == "Sospetta bronchiolite, esclusa polmonite ma presente otite; rivalutare."
+
+
+def test_contrast_words_cut_only_as_whole_words() -> None:
+    # "ma" in "Mamma" / "mai", "but" in "button", "yet" at the start: no cut
+    assert pieces("Mamma riferisce tosse mai trattata. Yet another button pressed.") == [
+        "Mamma riferisce tosse mai trattata.", "Yet another button pressed."]
+
+
+def test_unknown_unit_is_refused() -> None:
+    with pytest.raises(ValueError, match="unit"):
+        split_segments("a b", unit="paragraph")
+
+
 def test_question_mark_inside_a_word_and_lower_case_continuations_do_not_split() -> None:
-    assert pieces('Richiesta del PLS: "?bronchiolite". Diagnosi: bronchiolite? da confermare.') == [
+    assert pieces('Richiesta del PLS: "?bronchiolite". Diagnosi: bronchiolite? da confermare.', unit="sentence") == [
         'Richiesta del PLS: "?bronchiolite".', "Diagnosi: bronchiolite? da confermare."]
 
 
