@@ -117,26 +117,12 @@ def new_key(app: Any, role: str = "admin") -> dict[str, str]:
 def write_wide_run(app: Any, dataset_id: int, n_docs: int) -> tuple[int, int]:
     """A finished SAE run of N_FEATURES features over the dataset (codes only): (sae run id, embedding run id)."""
     from gateway.db import session_scope
-    from gateway.domain.features import repo as feature_repo
-    from gateway.domain.runs.models import EmbeddingRun, SaeRun
+    from tests.factories import add_coded_sae_run
 
     codes = sp.random(n_docs, N_FEATURES, density=0.05, format="csc", dtype=np.float32, random_state=0)
-    buf = io.BytesIO()
-    sp.save_npz(buf, codes, compressed=False)
     with session_scope(app.state.factory) as session:
-        emb = EmbeddingRun(dataset_id=dataset_id, model="default", status="succeeded", dim=4, n_documents=n_docs,
-                           result={"shards": []})
-        session.add(emb)
-        session.flush()
-        run = SaeRun(embedding_run_id=emb.id, status="succeeded", d=4, n_latents=N_FEATURES, k=4)
-        session.add(run)
-        session.flush()
-        info = app.state.store.write_bytes(f"sae-runs/{run.id}/codes.csc.npz", buf.getvalue(), kind="sae-codes")
-        run.result = {"artifacts": {"codes_csc": info.model_dump()}}
-        feature_repo.replace_features(session, sae_run_id=run.id, rows=[
-            {"sae_run_id": run.id, "index": i, "density": 0.05, "histogram": {}, "neighbours": {}}
-            for i in range(N_FEATURES)])
-        return run.id, emb.id
+        run = add_coded_sae_run(session, app.state.store, dataset_id=dataset_id, codes=codes, density=0.05)
+        return run.id, run.embedding_run_id
 
 
 def zip_bomb() -> bytes:

@@ -7,7 +7,6 @@ F2..F31 are noise."""
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,8 +16,8 @@ import scipy.sparse as sp
 from gateway.db import session_scope
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.features.models import Interpretation
-from gateway.domain.runs.models import EmbeddingRun, SaeRun
 from gateway.search.space import clear_cache
+from tests.factories import add_coded_sae_run
 
 N_DOCS, N_FEATURES = 400, 32
 LABELS = {0: "bronchiolite", 1: "sospetto", 2: "otite media", 3: "febbre"}
@@ -63,21 +62,8 @@ def add_interpretation(session, *, run_id: int, index: int, label: str) -> None:
 
 def write_run(app, dataset_id: int, codes: sp.csr_matrix) -> int:  # noqa: ANN001
     """The rows and artifacts a finished SAE run has, for these codes."""
-    buf = io.BytesIO()
-    sp.save_npz(buf, codes.tocsc(), compressed=False)
     with session_scope(app.state.factory) as session:
-        emb = EmbeddingRun(dataset_id=dataset_id, model="default", status="succeeded", dim=4,
-                           n_documents=codes.shape[0], result={"shards": []})
-        session.add(emb)
-        session.flush()
-        run = SaeRun(embedding_run_id=emb.id, status="succeeded", d=4, n_latents=codes.shape[1], k=4)
-        session.add(run)
-        session.flush()
-        info = app.state.store.write_bytes(f"sae-runs/{run.id}/codes.csc.npz", buf.getvalue(), kind="sae-codes")
-        run.result = {"artifacts": {"codes_csc": info.model_dump()}}
-        feature_repo.replace_features(session, sae_run_id=run.id, rows=[
-            {"sae_run_id": run.id, "index": i, "density": float(codes[:, i].nnz / codes.shape[0]),
-             "histogram": {}, "neighbours": {}} for i in range(codes.shape[1])])
+        run = add_coded_sae_run(session, app.state.store, dataset_id=dataset_id, codes=codes)
         for index, label in LABELS.items():
             add_interpretation(session, run_id=run.id, index=index, label=label)
         return run.id

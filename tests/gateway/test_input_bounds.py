@@ -11,8 +11,8 @@ import pytest
 
 from gateway.api.v1.datasets import LISTING_TEXT_CHARS
 from gateway.db import session_scope
-from gateway.domain.runs.models import EmbeddingRun
 from gateway.domain.runs.sae_import import MAX_COMPRESSION_RATIO
+from tests.factories import add_succeeded_embedding_run
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("backend", ["sqlite"], indirect=True)]
 
@@ -54,11 +54,7 @@ async def test_document_listing_cuts_long_texts(client, auth) -> None:  # noqa: 
 async def test_sae_zip_bomb_is_refused(app, client, auth) -> None:  # noqa: ANN001
     ds = await client.post("/api/v1/datasets", files={"file": ("d.csv", b"text\nuna nota\n")}, headers=auth)
     with session_scope(app.state.factory) as session:
-        emb = EmbeddingRun(dataset_id=ds.json()["id"], model="default", status="succeeded", dim=4, n_documents=1,
-                           result={"shards": []})
-        session.add(emb)
-        session.flush()
-        emb_id = emb.id
+        emb_id = add_succeeded_embedding_run(session, dataset_id=ds.json()["id"], dim=4, n_documents=1).id
     cfg = {"activation": "topk", "num_latents": 8, "k": 2, "d_in": 4}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:

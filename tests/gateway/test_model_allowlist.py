@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.db import session_scope
+from tests.factories import add_stub_dataset, add_succeeded_embedding_run, add_succeeded_sae_run
+
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("backend", ["sqlite"], indirect=True)]
 
 
@@ -22,23 +25,10 @@ async def test_embedding_run_model_is_a_name(client, auth, tmp_path) -> None:  #
 
 def _sae_run_row(app) -> int:  # noqa: ANN001
     """An SAE run the caller may see (access is decided on the run before the body is read)."""
-    from gateway.db import session_scope
-    from gateway.domain.auth.accounts import default_project
-    from gateway.domain.datasets.models import Dataset
-    from gateway.domain.runs.models import EmbeddingRun, SaeRun
-
     with session_scope(app.state.factory) as session:
-        ds = Dataset(name="d", format="csv", n_documents=1, project_id=default_project(session).id)
-        session.add(ds)
-        session.flush()
-        emb = EmbeddingRun(dataset_id=ds.id, model="default", status="succeeded", dim=384, n_documents=1,
-                           result={"shards": []})
-        session.add(emb)
-        session.flush()
-        run = SaeRun(embedding_run_id=emb.id, status="succeeded", n_latents=8, d=384, k=2)
-        session.add(run)
-        session.flush()
-        return run.id
+        ds = add_stub_dataset(session, name="d", n_documents=1)
+        emb = add_succeeded_embedding_run(session, dataset_id=ds.id, dim=384, n_documents=1)
+        return add_succeeded_sae_run(session, embedding_run_id=emb.id, d=384, n_latents=8, k=2).id
 
 
 async def test_llamacpp_model_is_a_name(app, client, auth) -> None:  # noqa: ANN001

@@ -4,7 +4,6 @@ families), on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,8 +13,8 @@ import scipy.sparse as sp
 from gateway.db import session_scope
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.features.models import Interpretation
-from gateway.domain.runs.models import EmbeddingRun, SaeRun
 from gateway.search.space import clear_cache
+from tests.factories import add_coded_sae_run
 
 N_DOCS, N_FEATURES = 60, 16
 LABELS = {0: "bronchiolitis", 1: "suspected bronchiolitis", 2: "acute otitis media", 3: "fever",
@@ -54,21 +53,8 @@ async def seeded(app, client, auth) -> Seeded:  # noqa: ANN001
                              headers=auth)
     assert resp.status_code == 201, resp.text
     codes = seeded_codes()
-    buf = io.BytesIO()
-    sp.save_npz(buf, codes, compressed=False)
     with session_scope(app.state.factory) as session:
-        emb = EmbeddingRun(dataset_id=resp.json()["id"], model="default", status="succeeded", dim=4,
-                           n_documents=N_DOCS, result={"shards": []})
-        session.add(emb)
-        session.flush()
-        run = SaeRun(embedding_run_id=emb.id, status="succeeded", d=4, n_latents=N_FEATURES, k=4)
-        session.add(run)
-        session.flush()
-        info = app.state.store.write_bytes(f"sae-runs/{run.id}/codes.csc.npz", buf.getvalue(), kind="sae-codes")
-        run.result = {"artifacts": {"codes_csc": info.model_dump()}}
-        feature_repo.replace_features(session, sae_run_id=run.id, rows=[
-            {"sae_run_id": run.id, "index": i, "density": float(codes[:, i].nnz / N_DOCS), "histogram": {},
-             "neighbours": {}} for i in range(N_FEATURES)])
+        run = add_coded_sae_run(session, app.state.store, dataset_id=resp.json()["id"], codes=codes)
         for index, label in LABELS.items():
             add_interpretation(session, run_id=run.id, index=index, label=label,
                                description=f"notes that mention {label}", reliable=index != 3)

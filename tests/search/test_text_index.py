@@ -3,7 +3,6 @@ setting, built once from the run's shards, catalogued, and found again instead o
 
 from __future__ import annotations
 
-import io
 import os
 
 import numpy as np
@@ -11,8 +10,8 @@ import pytest
 
 from gateway.db import session_scope
 from gateway.domain.artifacts import repo as artifact_repo
-from gateway.domain.runs.models import EmbeddingRun
 from gateway.search import text_index
+from tests.factories import add_stub_dataset, add_succeeded_embedding_run, write_vector_shards
 
 pytestmark = pytest.mark.anyio
 
@@ -44,23 +43,9 @@ def test_kind_follows_the_setting() -> None:
 
 def _embedding_run(app, vectors: np.ndarray, shard_size: int) -> int:  # noqa: ANN001
     with session_scope(app.state.factory) as session:
-        from gateway.domain.auth.accounts import default_project
-        from gateway.domain.datasets.models import Dataset
-
-        ds = Dataset(name="v", format="csv", n_documents=len(vectors), project_id=default_project(session).id)
-        session.add(ds)
-        session.flush()
-        run = EmbeddingRun(dataset_id=ds.id, model="default", status="succeeded", dim=vectors.shape[1],
-                           n_documents=len(vectors), result={"shards": []})
-        session.add(run)
-        session.flush()
-        shards = []
-        for i, start in enumerate(range(0, len(vectors), shard_size)):
-            buf = io.BytesIO()
-            np.save(buf, vectors[start:start + shard_size])
-            shards.append(app.state.store.write_bytes(f"embedding-runs/{run.id}/emb-{i:05d}.npy", buf.getvalue(),
-                                                      kind="embeddings").model_dump())
-        run.result = {"shards": shards}
+        ds = add_stub_dataset(session, name="v", n_documents=len(vectors))
+        run = add_succeeded_embedding_run(session, dataset_id=ds.id, dim=vectors.shape[1], n_documents=len(vectors))
+        write_vector_shards(app.state.store, run, vectors, shard_size=shard_size)
         return run.id
 
 
