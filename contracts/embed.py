@@ -117,7 +117,7 @@ class EmbeddingRunSpec(BaseModel):
         description="Also embed every segment (sentence, see services/embedder/segments.py) of every "
         "document on its own, kept with its character span (`segments/` shards): what an SAE run needs "
         "to tell one mention's status from another's in a long note (max over segments). Off by "
-        "default: it about doubles the run's time and its storage (~15 float16 vectors a note).",
+        "default: it about doubles the run's time and its storage (~36 float16 clause vectors a demo note).",
     )
     segment_unit: Literal["clause", "sentence"] = Field(
         default="clause",

@@ -89,8 +89,8 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
     rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
     assert rows[0][:2] == ["document_id", "external_id"] and len(rows) > 1
 
-    # The saved expression is scoped to one sentence: the API says which sentence of each note
-    # matched, and the search page marks that sentence.
+    # The saved expression is scoped to one segment (a clause): the API says which segment of each
+    # note matched, and the search page marks that segment.
     h = {"Authorization": f"Bearer {key}"}
     (expr_id,) = [c["id"] for c in concepts if c["kind"] == "expression"]
     expr = httpx.get(f"{url}/api/v1/concepts/{expr_id}", headers=h, timeout=60).json()
