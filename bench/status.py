@@ -33,7 +33,10 @@ Methods, each scored on the held-out rows (precision, recall, F1 of the positive
   - probe_tokens (measured for item 3, not a product path): an SAE (same settings, 2,000 steps) on
     the last hidden state of every content token of every sentence (each sentence through the model
     on its own; unit norm; the training rows' tokens), every token encoded, max-pooled to sentences
-    and then to documents, Prisma's probe on the documents' codes.
+    and then to documents, Prisma's probe on the documents' codes;
+  - tfidf_anchored and probe_anchored (measured): only the segments whose text names the topic
+    (demo: `bronchiolit`; NegEx: the marked mention) — TF-IDF + LR on their text joined per
+    document, and Prisma's probe on the max over their codes: words against features on one unit.
 Every stage records its seconds and peak RSS (VmHWM, reset before the stage). Embeddings are
 cached in /tmp/prisma-bench with the seconds they took. Torch runs on one thread (see --threads).
 
@@ -76,12 +79,15 @@ RESULTS = ROOT / "bench/results/status.json"
 CS = np.logspace(-3, 3, 13)
 SAE = {"expansion_factor": 8, "k": 32, "max_steps": 2000, "lr": 3e-3}  # bench/probe.py's schedule
 METHODS = ("regex", "regex_cues", "tfidf_lr", "dense_lr", "probe_documents", "probe_segments", "expression_scoped",
-           "probe_tokens")
+           "probe_tokens", "tfidf_anchored", "probe_anchored")
 # expression_scoped: the words a user starts from (topic; the cue words of regex_cues, as written there)
 USER_WORDS = {"demo": (("bronchiolit",), ("sospett", "?", "esclus", "possibil", "probabil", "pregress")),
               "negex": ((), ("no", "not", "denies", "denied", "without", "negative", "free", "ruled", "absence",
                              "absent", "resolved", "declined", "neither", "nor", "unlikely"))}
 SEGMENTS_TRAIN_ON = "segments_and_documents"
+# probe_anchored / tfidf_anchored: the segments that name the topic (demo: the regex user's topic word;
+# NegEx: the marked mention, `[`)
+ANCHORS = {"demo": r"bronchiolit", "negex": r"\["}
 TOKENS = r"(?u)\b\w\w+\b|[\[\]?]"  # TF-IDF words, plus the mention marker and the question mark
 
 
@@ -315,6 +321,34 @@ def run_expression(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, ou
     return _scored(ds.y[split.test], match.mask[split.test].astype(np.int64))
 
 
+# --- anchored: features against words on the segments that name the topic (measured) ----------
+def run_anchored(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, out: dict) -> tuple[dict, dict]:
+    """(tfidf_anchored, probe_anchored): both read only the segments whose text matches ANCHORS
+    (a document without one has no text and zero codes). TF-IDF + LR on those segments' text
+    joined per document; Prisma's probe on the max over those segments' codes (the SAE of
+    probe_segments). The same unit for words and features: does the status of the topic's own
+    mention read better from features or from words?"""
+    import re
+
+    from services.sae.encoding import max_pool_rows
+
+    anchor = re.compile(ANCHORS[ds.name], re.IGNORECASE)
+    pieces = [ds.texts[d][a:b] for d, a, b in zip(seg.position.tolist(), seg.char_start.tolist(), seg.char_end.tolist())]
+    hit = np.array([bool(anchor.search(t)) for t in pieces])
+    joined = [[] for _ in ds.texts]
+    for i in np.flatnonzero(hit):
+        joined[seg.position[i]].append(pieces[i])
+    anchored = LabelledSet(ds.name, [" ".join(p) for p in joined], ds.y, ds.description)
+    with stage(out, "tfidf_anchored"):
+        tfidf = run_tfidf(anchored, split)
+    with stage(out, "probe_anchored"):
+        codes = max_pool_rows(pooled.segments.tocsr()[np.flatnonzero(hit)], seg.position[hit], len(ds.texts))
+        probe = run_probe(codes, ds, split)
+    out["anchored"] = {"pattern": ANCHORS[ds.name], "segments": int(hit.sum()),
+                       "documents_with_one": int(len(np.unique(seg.position[hit])))}
+    return tfidf, probe
+
+
 # --- probe_tokens: an SAE on token hidden states (issue #16 item 3, measured here) ------------
 def token_states(ds: LabelledSet, seg: Segments) -> tuple[np.ndarray, np.ndarray, float]:
     """float16 [T, d] last hidden state of every content token of every segment (each segment run
@@ -405,6 +439,7 @@ def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str]
     pooled: list = []
     methods["probe_segments"] = segment_probe(x, seg, ds, split, out, keep=pooled)
     methods["expression_scoped"] = run_expression(ds, split, seg, pooled[0], out)
+    methods["tfidf_anchored"], methods["probe_anchored"] = run_anchored(ds, split, seg, pooled[0], out)
     # The other unit, sentences (the default before clauses measured better): same SAE, same probe.
     with stage(out, "embed_sentences"):
         sentences, sent_s = segment_vectors(ds, "sentence")
