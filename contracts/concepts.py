@@ -4,9 +4,9 @@ its held-out metrics, applied to the whole dataset and exported as CSV."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 MAX_DOCUMENT_IDS = 200_000
 
@@ -63,6 +63,11 @@ class ConceptCreate(BaseModel):
                                    description="kind expression: e.g. `F12 > 0.3 AND NOT F40 > 0`.")
     examples: Examples | None = Field(default=None, description="Required for a probe (its training data); for an "
                                                                 "expression, optional: what it is evaluated against.")
+    segment_words: list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=2, max_length=60)]] | None = (
+        Field(default=None, min_length=1, max_length=20,
+              description="kind probe, on an SAE run with segment codes: a document's codes are the max over only "
+                          "its segments (clauses) whose text contains one of these words (case-insensitive), e.g. "
+                          "`[\"bronchiolit\"]`: the word finds the mention, the features read its status."))
 
 
 class EvaluateRequest(BaseModel):
@@ -155,6 +160,8 @@ class ProbeOut(BaseModel):
     n_features: int = Field(description="Features with a non-zero weight.")
     converged: bool
     weights: list[NamedWeight] = Field(description="Non-zero weights, largest magnitude first.")
+    segment_words: list[str] | None = Field(default=None, description="The probe reads only the segments naming "
+                                                                      "one of these words (None: every segment).")
 
 
 class AppliedOut(BaseModel):

@@ -42,7 +42,7 @@ def start_demo(data: Path, port: int, log: Path) -> tuple[subprocess.Popen, str]
 
 
 def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
-    """The demo's chain: embed → SAE → names → its two concepts."""
+    """The demo's chain: embed → SAE → names → its three concepts (two probes, one expression)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:  # the demo's pipeline shares the server's process: answers can be slow meanwhile
@@ -51,7 +51,7 @@ def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
         except httpx.TransportError:  # not listening yet (the key is printed first), or slow
             time.sleep(0.5)
             continue
-        if len(items) == 2:
+        if len(items) == 3:
             return items
         time.sleep(2)
     raise TimeoutError("the demo made no concepts")

@@ -1,6 +1,6 @@
-"""In headless Chromium over `prisma demo` (a small corpus): the demo ships its two concepts; open
+"""In headless Chromium over `prisma demo` (a small corpus): the demo ships its three concepts; open
 the probe, read its held-out metrics, confusion matrix, PR curve and named weights, apply it with
-live progress, download its CSV; open the saved expression and read its metrics."""
+live progress, download its CSV; open the saved expression and read its metrics, and the probe scoped to clauses."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     url, key = demo.url, demo.key
     concepts = {c["name"]: c for c in demo.concepts}
-    assert set(concepts) == {"Confirmed bronchiolitis (probe)", "Confirmed bronchiolitis (expression)"}
+    assert set(concepts) == {"Confirmed bronchiolitis (probe)", "Confirmed bronchiolitis (expression)",
+                             "Confirmed bronchiolitis (probe on its clauses)"}
     login(page, url, key)
     page.get_by_role("link", name="Concepts", exact=True).click()
     page.wait_for_url(f"{url}/concepts")
@@ -56,4 +57,11 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     assert "AND NOT" in page.locator("pre.expr-source").inner_text()
     assert page.locator("#metrics td.num").count() == 3 and page.locator("#confusion td.num").count() == 4
     shot(page, "concept-expression")
+
+    page.goto(f"{url}/concepts")  # the probe read on the clauses that name bronchiolitis says so
+    page.get_by_role("link", name="Confirmed bronchiolitis (probe on its clauses)").click()
+    page.wait_for_url(re.compile(r"/concepts/\d+$"))
+    assert " ".join(page.locator("#segment-scope").inner_text().split()).startswith(
+        "Reads only the segments that contain bronchiolit")
+    assert re.fullmatch(r"[01]\.\d{3}", page.locator("#metrics tr:has(th:text-is('F1')) td").inner_text())
     assert page.console_errors == []

@@ -73,8 +73,9 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
     assert re.search(r"\d", page.locator("#search-results").inner_text())
     readme_shot(page, "search")
 
-    # The probe concept (the README's picture), then the saved expression's matches as CSV.
-    for concept in sorted(concepts, key=lambda c: c["kind"] != "probe"):
+    # The probe concepts (the README's picture: the last, the probe on the clauses that name
+    # bronchiolitis), then the saved expression's matches as CSV.
+    for concept in sorted(concepts, key=lambda c: (c["kind"] != "probe", c["name"].endswith("(probe on its clauses)"))):
         page.goto(f"{url}/concepts")
         page.get_by_role("link", name=concept["name"]).click()
         page.wait_for_url(re.compile(rf"/concepts/{concept['id']}$"))

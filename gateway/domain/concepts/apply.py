@@ -24,6 +24,7 @@ from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import top_contributions
+from gateway.domain.concepts.scope import probe_codes
 from gateway.domain.concepts.service import get_or_404, match_expression, probe_probability, probe_weights, run_data
 from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
@@ -98,9 +99,11 @@ def _block(ctx: JobContext, key: str, scorer: Scorer, rows: sp.csr_matrix, start
 def apply_concept(ctx: JobContext, job: ConceptApplyJob) -> dict[str, Any]:
     with session_scope(ctx.factory) as session:
         concept = get_or_404(session, job.concept_id)
-        space = run_data(session, ctx.store, concept.sae_run_id).space
+        data = run_data(session, ctx.store, concept.sae_run_id)
+        space, dataset_id = data.space, data.dataset.id
         scorer = _scorer(concept, space)
-    codes = space.codes.tocsr()  # [docs, n]: rows are cheap to slice
+    # [docs, n]: rows are cheap to slice; a probe with segment words reads only those segments
+    codes = probe_codes(ctx.factory, dataset_id, space, scorer.probe, np.arange(space.n_docs))
     n_docs, prefix = codes.shape[0], f"concepts/{job.concept_id}/apply-{job.version}"
     keys = [f"{prefix}/block-{b:05d}.npz" for b in range(-(-n_docs // job.block_rows))]
     meter = RateMeter(n_docs, "documents")

@@ -1,9 +1,10 @@
-"""The demo's two ready concepts on its SAE run, for "every note with a confirmed bronchiolitis,
+"""The demo's ready concepts on its SAE run, for "every note with a confirmed bronchiolitis,
 not the suspected ones": a sparse probe trained on the corpus's labels (on the notes' codes, the
-max over their sentences' when the run has segments), and a saved expression a person could have
-written, `SEGMENT(<bronchiolitis feature> AND NOT <suspicion feature>)` (one sentence names it and
+max over their clauses' when the run has segments), a saved expression a person could have
+written, `SEGMENT(<bronchiolitis feature> AND NOT <suspicion feature>)` (one clause names it and
 does not hedge it; without SEGMENT on a run without segments), with its two features picked on
-the training split (so the held-out figures of both are honest).
+the training split (so the held-out figures of both are honest), and, on a run with segment codes,
+the same probe read only on the clauses that name bronchiolitis (`segment_words`).
 
 Positive: `bronchiolitis:confirmed`; negative: every other note, the suspected bronchiolitis ones
 among them. A probe trained on confirmed against suspected notes alone would never have seen the
@@ -27,6 +28,8 @@ from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_l
 CONFIRMED, SUSPECTED = "bronchiolitis:confirmed", "bronchiolitis:suspected"
 PROBE_NAME = "Confirmed bronchiolitis (probe)"
 EXPRESSION_NAME = "Confirmed bronchiolitis (expression)"
+SCOPED_NAME = "Confirmed bronchiolitis (probe on its clauses)"
+SCOPE_WORDS = ["bronchiolit"]
 EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED]))
 
 
@@ -74,10 +77,13 @@ def _plan(state: Any, sae_run_id: int) -> str:
 
 
 async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal) -> list[int]:
-    """Both concepts (each once: a demo started again finds them by name); returns their ids."""
+    """The concepts (each once: a demo started again finds them by name); returns their ids: the
+    probe, the expression, and the scoped probe where the run has segment codes."""
+    names = (PROBE_NAME, EXPRESSION_NAME, SCOPED_NAME)
     with session_scope(state.factory) as session:
-        existing = {n: repo.find_concept(session, sae_run_id=sae_run_id, name=n) for n in (PROBE_NAME, EXPRESSION_NAME)}
+        existing = {n: repo.find_concept(session, sae_run_id=sae_run_id, name=n) for n in names}
         ids = {n: c.id for n, c in existing.items() if c is not None}
+        has_segments = run_data(session, state.store, sae_run_id).space.segments is not None
     if PROBE_NAME not in ids:
         body = ConceptCreate(sae_run_id=sae_run_id, name=PROBE_NAME, kind="probe", examples=EXAMPLES,
                              description="L1 logistic regression on the SAE features: notes labelled with a confirmed "
@@ -89,4 +95,10 @@ async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal
                              examples=EXAMPLES, description="The bronchiolitis feature, without the feature that "
                                                             "fires on suspicion: the query a clinician would write.")
         ids[EXPRESSION_NAME] = await create_concept(state, body, principal, None)
-    return [ids[PROBE_NAME], ids[EXPRESSION_NAME]]
+    if has_segments and SCOPED_NAME not in ids:
+        body = ConceptCreate(sae_run_id=sae_run_id, name=SCOPED_NAME, kind="probe", examples=EXAMPLES,
+                             segment_words=SCOPE_WORDS,
+                             description="The probe, read only on the clauses that name bronchiolitis: the word "
+                                         "finds the mention, the features read its status.")
+        ids[SCOPED_NAME] = await create_concept(state, body, principal, None)
+    return [ids[n] for n in names if n in ids]

@@ -25,6 +25,7 @@ from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import Labelled, labelled_documents
 from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, sigmoid
+from gateway.domain.concepts.scope import probe_codes
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
 from gateway.domain.runs import repo as run_repo
@@ -131,6 +132,9 @@ def _check_body(body: ConceptCreate) -> None:
         raise ConceptInputError("expression: only a concept of kind 'expression' has one", field="expression")
     if body.kind == "probe" and body.examples is None:
         raise ConceptInputError("examples: a probe is trained on labelled documents; give `examples`", field="examples")
+    if body.kind == "expression" and body.segment_words is not None:
+        raise ConceptInputError("segment_words: only a probe reads a scope of segments (an expression has SEGMENT(…))",
+                                field="segment_words")
 
 
 def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
@@ -150,7 +154,11 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         if labelled is not None:
             fields["metrics"] = expression_metrics(match, labelled, body.examples)
     else:
-        probe, fields["metrics"] = train_probe(data.space.codes.tocsr(), labelled, body.examples)
+        codes = probe_codes(app_state.factory, dataset_id, data.space, None, labelled.positions,
+                            words=body.segment_words)
+        probe, fields["metrics"] = train_probe(codes, labelled, body.examples)
+        if body.segment_words:
+            probe["segment_words"] = list(body.segment_words)
         fields["probe"], fields["features"] = probe, [int(i) for i in probe["weights"]]
     if fields["metrics"] is not None:  # words alone, on the same split
         fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples)
@@ -196,7 +204,7 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[
     if kind == "expression":
         return expression_metrics(match_expression(text, data.space), labelled, given), True, dataset_id, \
             labelled, given
-    codes = data.space.codes.tocsr()
+    codes = probe_codes(app_state.factory, dataset_id, data.space, probe, labelled.positions)
     if examples is None:  # its own held-out split
         split = labelled.split(given)
         pos, y, n_train = labelled.positions[split.test], labelled.y[split.test], len(split.train)
