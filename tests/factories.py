@@ -1,6 +1,7 @@
 """Rows and artifacts of finished runs without computing them, written the way the jobs record them:
 a dataset of the default project, a succeeded embedding run (with its vector shards when given), a
-succeeded SAE run (with its codes CSC npz and one feature row a latent when given). Used by tests and
+succeeded SAE run (with its codes CSC npz and one feature row a latent when given, and its segment
+codes when given). Used by tests and
 by bench/security.py; each function works in the caller's session and leaves the commit to it."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gateway.domain.datasets.models import Dataset
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
+from gateway.search.space import SEGMENT_CODES_ARTIFACT, SEGMENTS_ARTIFACT
 
 
 def add_stub_dataset(session: Session, *, name: str, n_documents: int) -> Dataset:
@@ -75,3 +77,16 @@ def add_coded_sae_run(session: Session, store: ArtifactStore, *, dataset_id: int
     run = add_succeeded_sae_run(session, embedding_run_id=emb.id, d=4, n_latents=n_latents, k=4)
     write_codes(session, store, run, codes, density=density)
     return run
+
+
+def write_segment_codes(store: ArtifactStore, run: SaeRun, codes: sp.spmatrix, position: np.ndarray,
+                        spans: np.ndarray) -> None:
+    """`codes` [segments, latents] as the run's segment codes CSR npz and `position`, `spans`
+    [segments, 2] as its segments index, both listed in the run's result (as the SAE job does)."""
+    codes_buf, index_buf = io.BytesIO(), io.BytesIO()
+    sp.save_npz(codes_buf, sp.csr_matrix(codes), compressed=False)
+    np.savez(index_buf, position=position, char_start=spans[:, 0], char_end=spans[:, 1])
+    info = store.write_bytes(f"sae-runs/{run.id}/segment_codes.csr.npz", codes_buf.getvalue(), kind="sae-codes")
+    index = store.write_bytes(f"sae-runs/{run.id}/segments.npz", index_buf.getvalue(), kind="sae-segments")
+    run.result = {"artifacts": {**run.result["artifacts"], SEGMENT_CODES_ARTIFACT: info.model_dump(),
+                                SEGMENTS_ARTIFACT: index.model_dump()}}

@@ -5,15 +5,15 @@ the clause that names bronchiolitis, the hedge feature tells them apart."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from gateway.db import session_scope
-from gateway.search.space import SEGMENT_CODES_ARTIFACT, SEGMENTS_ARTIFACT, clear_cache
+from gateway.domain.runs.models import SaeRun
+from gateway.search.space import clear_cache
 from tests.concepts.conftest import write_run
+from tests.factories import write_segment_codes
 from tests.gateway.polling import wait_done
 
 pytestmark = pytest.mark.anyio
@@ -53,18 +53,8 @@ async def scoped_run(app, client, auth):  # noqa: ANN001, ANN201
     docs = np.maximum(seg[0::2], seg[1::2])  # the run's document codes: the max over the two clauses
     run_id = write_run(app, resp.json()["id"], sp.csr_matrix(docs))
     spans = np.array([s for _, _, spans in notes for s in spans])
-    codes_buf, index_buf = io.BytesIO(), io.BytesIO()
-    sp.save_npz(codes_buf, sp.csr_matrix(seg), compressed=False)
-    np.savez(index_buf, position=np.repeat(np.arange(N_DOCS), 2), char_start=spans[:, 0], char_end=spans[:, 1])
-    from gateway.domain.runs.models import SaeRun
-
     with session_scope(app.state.factory) as session:
-        run = session.get(SaeRun, run_id)
-        codes = app.state.store.write_bytes(f"sae-runs/{run_id}/segment_codes.csr.npz", codes_buf.getvalue(),
-                                            kind="sae-codes")
-        index = app.state.store.write_bytes(f"sae-runs/{run_id}/segments.npz", index_buf.getvalue(), kind="sae-segments")
-        run.result = {"artifacts": {**run.result["artifacts"], SEGMENT_CODES_ARTIFACT: codes.model_dump(),
-                                    SEGMENTS_ARTIFACT: index.model_dump()}}
+        write_segment_codes(app.state.store, session.get(SaeRun, run_id), seg, np.repeat(np.arange(N_DOCS), 2), spans)
     clear_cache()
     return run_id
 

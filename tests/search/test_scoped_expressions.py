@@ -6,7 +6,6 @@ the page marks it in the excerpt, escaped."""
 
 from __future__ import annotations
 
-import io
 import re
 from urllib.parse import quote
 
@@ -29,7 +28,8 @@ from gateway.search.expressions import (
     parse,
 )
 from gateway.search.results import EXCERPT_CHARS
-from gateway.search.space import SEGMENT_CODES_ARTIFACT, SEGMENTS_ARTIFACT, clear_cache
+from gateway.search.space import clear_cache
+from tests.factories import write_segment_codes
 from tests.search.test_expression_eval import FAMILIES, LABELS, RandomExpressions, naive_condition
 from tests.search.test_expression_grammar import shape
 
@@ -245,19 +245,12 @@ def segmented(app, seeded):  # noqa: ANN001, ANN201
     seg = np.zeros((2 * n_docs, n), dtype=np.float32)
     seg[0::2, 0::2], seg[1::2, 1::2] = dense[:, 0::2], dense[:, 1::2]
     spans = np.array([segmented_text(i)[1] for i in range(n_docs)]).reshape(-1, 2)  # [segments, 2]
-    codes_buf, index_buf = io.BytesIO(), io.BytesIO()
-    sp.save_npz(codes_buf, sp.csr_matrix(seg), compressed=False)  # as the pipeline stores them
-    np.savez(index_buf, position=np.repeat(np.arange(n_docs), 2), char_start=spans[:, 0], char_end=spans[:, 1])
-    store = app.state.store
     with session_scope(app.state.factory) as session:
         run = session.get(SaeRun, seeded.run_id)
         dataset_id = session.get(EmbeddingRun, run.embedding_run_id).dataset_id
         for doc in session.scalars(select(Document).where(Document.dataset_id == dataset_id)):
             doc.text = segmented_text(doc.position)[0]
-        codes = store.write_bytes(f"sae-runs/{run.id}/segment_codes.csr.npz", codes_buf.getvalue(), kind="sae-codes")
-        index = store.write_bytes(f"sae-runs/{run.id}/segments.npz", index_buf.getvalue(), kind="sae-segments")
-        run.result = {"artifacts": {**run.result["artifacts"], SEGMENT_CODES_ARTIFACT: codes.model_dump(),
-                                    SEGMENTS_ARTIFACT: index.model_dump()}}
+        write_segment_codes(app.state.store, run, seg, np.repeat(np.arange(n_docs), 2), spans)
     clear_cache()
     return seeded
 

@@ -103,7 +103,8 @@ def apply_concept(ctx: JobContext, job: ConceptApplyJob) -> dict[str, Any]:
         space, dataset_id = data.space, data.dataset.id
         scorer = _scorer(concept, space)
     # [docs, n]: rows are cheap to slice; a probe with segment words reads only those segments
-    codes = probe_codes(ctx.factory, dataset_id, space, scorer.probe, np.arange(space.n_docs))
+    words = scorer.probe.get("segment_words") if scorer.probe is not None else None
+    codes = probe_codes(ctx.factory, dataset_id, space, words, np.arange(space.n_docs))
     n_docs, prefix = codes.shape[0], f"concepts/{job.concept_id}/apply-{job.version}"
     keys = [f"{prefix}/block-{b:05d}.npz" for b in range(-(-n_docs // job.block_rows))]
     meter = RateMeter(n_docs, "documents")

@@ -45,13 +45,12 @@ def scoped_segments(factory: Any, dataset_id: int, space: SearchSpace, words: Se
     return np.asarray(hits, dtype=np.int64)
 
 
-def probe_codes(factory: Any, dataset_id: int, space: SearchSpace, probe: dict[str, Any] | None,
-                positions: np.ndarray, *, words: Sequence[str] | None = None) -> sp.csr_matrix:
-    """[docs, n] CSR codes a probe reads: the run's document codes, or, with segment words (given, or
-    the probe's own), the max over each document's matching segments (rows of `positions` only)."""
-    words = words if words is not None else (probe or {}).get("segment_words")
+def probe_codes(factory: Any, dataset_id: int, space: SearchSpace, words: Sequence[str] | None,
+                positions: np.ndarray) -> sp.csr_matrix:
+    """[docs, n] CSR codes a probe reads: the run's document codes, or, with segment words, the max
+    over each document's matching segments (rows of `positions` only; the others are empty)."""
     if not words:
         return space.codes.tocsr()
     hits = scoped_segments(factory, dataset_id, space, words, positions)
-    segments = space.segment_codes()
-    return max_pool_rows(segments.codes.tocsr()[hits], segments.doc[hits], space.n_docs)
+    segments = space.segment_codes()  # loaded by scoped_segments
+    return max_pool_rows(segments.codes[hits].tocsr(), segments.doc[hits], space.n_docs)

@@ -154,8 +154,7 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         if labelled is not None:
             fields["metrics"] = expression_metrics(match, labelled, body.examples)
     else:
-        codes = probe_codes(app_state.factory, dataset_id, data.space, None, labelled.positions,
-                            words=body.segment_words)
+        codes = probe_codes(app_state.factory, dataset_id, data.space, body.segment_words, labelled.positions)
         probe, fields["metrics"] = train_probe(codes, labelled, body.examples)
         if body.segment_words:
             probe["segment_words"] = list(body.segment_words)
@@ -204,10 +203,11 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[
     if kind == "expression":
         return expression_metrics(match_expression(text, data.space), labelled, given), True, dataset_id, \
             labelled, given
-    codes = probe_codes(app_state.factory, dataset_id, data.space, probe, labelled.positions)
+    words = probe.get("segment_words")  # codes are read only where they are scored (a scope reads texts)
     if examples is None:  # its own held-out split
         split = labelled.split(given)
         pos, y, n_train = labelled.positions[split.test], labelled.y[split.test], len(split.train)
+        codes = probe_codes(app_state.factory, dataset_id, data.space, words, pos)
         return probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True, dataset_id, \
             labelled, given
     # Other examples: every one the probe was not trained on (never its training split).
@@ -216,6 +216,7 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[
     if len(np.unique(labelled.y[keep])) < 2:
         raise ConceptInputError("examples: outside the probe's training documents, these examples have only one class",
                                 field="examples")
+    codes = probe_codes(app_state.factory, dataset_id, data.space, words, labelled.positions[keep])
     metrics = probe_metrics(probe, codes, labelled.positions[keep], labelled.y[keep], n_train=len(train),
                             labelled=labelled)
     return metrics, False, dataset_id, labelled, given
