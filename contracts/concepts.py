@@ -109,6 +109,11 @@ class TfidfBaseline(BaselineFigures):
                                       "with the examples' seed, were used.")
 
 
+class TfidfSegmentsBaseline(TfidfBaseline):
+    segment_words: list[str] = Field(description="The probe's segment words: each document's text here is its "
+                                                 "segments that contain one of them.")
+
+
 class Baselines(BaseModel):
     """Words alone, on the concept's own held-out split (the same train/test documents as its
     metrics), scored with the same precision/recall/F1: whether the features beat the text."""
@@ -126,6 +131,14 @@ class Baselines(BaseModel):
         description="scikit-learn TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2) + "
                     "LogisticRegression(class_weight='balanced', max_iter=1000), fitted on the training split's "
                     "texts only; None when no term occurs in two training documents.")
+    tfidf_lr_segments: TfidfSegmentsBaseline | None = Field(
+        default=None,
+        description="A probe with `segment_words` only: the same TF-IDF + logistic regression, on the same "
+                    "documents, fitted and scored on the text the probe reads: for each document, the text of its "
+                    "segments that contain one of the words (case-insensitive, the same segments as the probe's "
+                    "codes), joined with a space; a document without one has empty text. None for an "
+                    "expression, an unscoped probe, figures stored before this baseline existed, or when no term "
+                    "occurs in two training documents' segments.")
 
 
 class ConceptMetrics(BaseModel):
@@ -183,7 +196,8 @@ class ConceptOut(BaseModel):
     metrics: ConceptMetrics | None = Field(description="None when the concept has no labelled examples.")
     baselines: Baselines | None = Field(
         default=None, description="What words alone reach on the same held-out split as `metrics` (a keyword regex "
-                                  "from the positive labels, TF-IDF + logistic regression); None without metrics.")
+                                  "from the positive labels, TF-IDF + logistic regression on the whole text and, "
+                                  "for a scoped probe, on its segments); None without metrics.")
     probe: ProbeOut | None
     features: list[NamedWeight] = Field(default_factory=list,
                                         description="Expression: the features it refers to (weight 1).")

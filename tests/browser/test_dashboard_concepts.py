@@ -1,6 +1,7 @@
 """In headless Chromium over `prisma demo` (a small corpus): the demo ships its three concepts; open
 the probe, read its held-out metrics, confusion matrix, PR curve and named weights, apply it with
-live progress, download its CSV; open the saved expression and read its metrics, and the probe scoped to clauses."""
+live progress, download its CSV; open the saved expression and read its metrics, and the probe
+scoped to clauses with TF-IDF on the same clauses beside it."""
 
 from __future__ import annotations
 
@@ -64,4 +65,8 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     assert " ".join(page.locator("#segment-scope").inner_text().split()).startswith(
         "Reads only the segments that contain bronchiolit")
     assert re.fullmatch(r"[01]\.\d{3}", page.locator("#metrics tr:has(th:text-is('F1')) td").inner_text())
+    segments = page.locator("#baselines #baseline-segments")  # words on the same clauses, beside it
+    assert segments.locator("th").inner_text().startswith("TF-IDF + LR on the same segments")
+    figures = segments.locator("td.num").all_inner_texts()  # precision, recall, F1
+    assert len(figures) == 3 and all(re.fullmatch(r"[01]\.\d{3}", t) for t in figures), figures
     assert page.console_errors == []

@@ -1,18 +1,27 @@
 """A probe scoped to the segments that name the topic (`segment_words`): each note has a
-bronchiolitis clause and a clause about another condition, and the hedge can sit in either. Over
-the whole note (max over both clauses) confirmed and suspected notes have the same features; over
-the clause that names bronchiolitis, the hedge feature tells them apart."""
+bronchiolitis clause and a clause about another condition, in either order, and the hedge can sit
+in either. Over the whole note (max over both clauses) confirmed and suspected notes have the same
+features, and the same words: each note says `confermata` once and `sospetta` once, which status
+belongs to bronchiolitis is an interaction of the clause order and the status before `inoltre`
+that a linear model on TF-IDF cannot read. Over the clause that names bronchiolitis the hedge
+feature, and the status word, tell them apart."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
 
 from gateway.db import session_scope
 from gateway.domain.runs.models import SaeRun
 from gateway.search.space import clear_cache
 from tests.concepts.conftest import write_run
+from tests.concepts.test_baselines import assert_figures, scores
 from tests.factories import write_segment_codes
 from tests.gateway.polling import wait_done
 
@@ -21,23 +30,28 @@ N_DOCS, N_FEATURES = 200, 8  # F0 bronchiolitis mention, F1 hedge, F2 other cond
 EXAMPLES = {"labels": {"positive": ["bronchiolitis:confirmed"], "negative": ["bronchiolitis:suspected"]}}
 
 
-def note(i: int) -> tuple[str, str, list[tuple[int, int]]]:
-    """(text, label, clause spans): even notes confirm bronchiolitis and hedge the otitis, odd ones
-    the other way round."""
-    confirmed = i % 2 == 0
-    first = f"Nota {i}: bronchiolite confermata," if confirmed else f"Nota {i}: sospetta bronchiolite,"
-    second = " sospetta otite." if confirmed else " otite confermata."
+def note(i: int) -> tuple[str, str, list[tuple[int, int]], int]:
+    """(text, label, clause spans, which clause names bronchiolitis): even notes confirm
+    bronchiolitis and hedge the otitis, odd ones the other way round; notes 0, 1 (mod 4) name
+    bronchiolitis first, 2, 3 second."""
+    confirmed, topic = i % 2 == 0, 0 if i % 4 < 2 else 1
+    status = {"bronchiolite": "confermata" if confirmed else "sospetta",
+              "otite": "sospetta" if confirmed else "confermata"}
+    order = ["bronchiolite", "otite"] if topic == 0 else ["otite", "bronchiolite"]
+    first = f"Nota {i}: {order[0]} secondo il medico {status[order[0]]};"
+    second = f" inoltre {order[1]} secondo il medico {status[order[1]]}."
     label = "bronchiolitis:confirmed" if confirmed else "bronchiolitis:suspected"
-    return first + second, label, [(0, len(first)), (len(first) + 1, len(first) + len(second))]
+    return first + second, label, [(0, len(first)), (len(first) + 1, len(first) + len(second))], topic
 
 
-def segment_codes(rng: np.random.Generator) -> np.ndarray:
+def segment_codes(rng: np.random.Generator, notes: list[tuple[str, str, list[tuple[int, int]], int]]) -> np.ndarray:
     seg = np.zeros((2 * N_DOCS, N_FEATURES), dtype=np.float32)
     seg[:, 3:] = np.where(rng.random((2 * N_DOCS, N_FEATURES - 3)) < 0.3, rng.uniform(0.1, 1, (2 * N_DOCS, N_FEATURES - 3)), 0)
-    for i in range(N_DOCS):
-        seg[2 * i, 0] = rng.uniform(0.5, 1.5)  # the bronchiolitis clause
-        seg[2 * i + 1, 2] = rng.uniform(0.5, 1.5)  # the otitis clause
-        seg[2 * i + (1 if i % 2 == 0 else 0), 1] = rng.uniform(0.5, 1.5)  # the hedge: otitis (even), bronchiolitis (odd)
+    for i, (_, _, _, topic) in enumerate(notes):
+        seg[2 * i + topic, 0] = rng.uniform(0.5, 1.5)  # the bronchiolitis clause
+        seg[2 * i + 1 - topic, 2] = rng.uniform(0.5, 1.5)  # the otitis clause
+        hedged = 1 - topic if i % 2 == 0 else topic  # the otitis clause (confirmed), the bronchiolitis one (suspected)
+        seg[2 * i + hedged, 1] = rng.uniform(0.5, 1.5)
     return seg
 
 
@@ -45,14 +59,14 @@ def segment_codes(rng: np.random.Generator) -> np.ndarray:
 async def scoped_run(app, client, auth):  # noqa: ANN001, ANN201
     clear_cache()
     notes = [note(i) for i in range(N_DOCS)]
-    rows = "\n".join(f'N{i:04d},"{text}",{label}' for i, (text, label, _) in enumerate(notes))
+    rows = "\n".join(f'N{i:04d},"{text}",{label}' for i, (text, label, _, _) in enumerate(notes))
     resp = await client.post("/api/v1/datasets", headers=auth,
                              files={"file": ("notes.csv", f"id,text,labels\n{rows}\n".encode())})
     assert resp.status_code == 201, resp.text
-    seg = segment_codes(np.random.default_rng(0))
+    seg = segment_codes(np.random.default_rng(0), notes)
     docs = np.maximum(seg[0::2], seg[1::2])  # the run's document codes: the max over the two clauses
     run_id = write_run(app, resp.json()["id"], sp.csr_matrix(docs))
-    spans = np.array([s for _, _, spans in notes for s in spans])
+    spans = np.array([s for _, _, spans, _ in notes for s in spans])
     with session_scope(app.state.factory) as session:
         write_segment_codes(app.state.store, session.get(SaeRun, run_id), seg, np.repeat(np.arange(N_DOCS), 2), spans)
     clear_cache()
@@ -81,6 +95,44 @@ async def test_the_scoped_probe_reads_the_status_of_the_topic_s_own_clause(clien
     export = await client.get(f"/api/v1/concepts/{s['id']}/export.csv", headers=auth)
     matched = sorted(int(line.split(",")[1][1:]) for line in export.text.splitlines()[1:])
     assert matched == list(range(0, N_DOCS, 2))  # every confirmed note, no suspected one
+
+
+def tfidf_on(texts: list[str]) -> dict[str, float]:
+    """Precision, recall and F1 of TF-IDF + LR fitted on these texts (by position) on the concept's
+    split: every note labelled, 25 % held out, seed 0."""
+    y = np.array([i % 2 == 0 for i in range(N_DOCS)], dtype=np.int64)
+    train, test = (np.sort(part) for part in train_test_split(np.arange(N_DOCS), test_size=0.25, random_state=0,
+                                                              stratify=y))
+    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+    lr = LogisticRegression(class_weight="balanced", max_iter=1000).fit(vec.fit_transform([texts[p] for p in train]),
+                                                                        y[train])
+    return scores(y[test], lr.predict(vec.transform([texts[p] for p in test])))
+
+
+async def test_the_scoped_probe_is_compared_with_tfidf_on_its_clauses(client, auth, scoped_run) -> None:  # noqa: ANN001
+    body = {"sae_run_id": scoped_run, "kind": "probe", "examples": EXAMPLES}
+    whole = (await client.post("/api/v1/concepts", headers=auth, json={**body, "name": "whole note"})).json()
+    scoped = (await client.post("/api/v1/concepts", headers=auth,
+                                json={**body, "name": "its clause", "segment_words": ["Bronchiolit"]})).json()
+    notes = [note(i) for i in range(N_DOCS)]
+    b = scoped["baselines"]
+    assert whole["baselines"]["tfidf_lr_segments"] is None  # no scope, no third baseline
+    # the same TF-IDF on the clause that names bronchiolitis, and on nothing else
+    segments = b["tfidf_lr_segments"]
+    assert segments["segment_words"] == ["Bronchiolit"] and segments["n_train"] == scoped["metrics"]["n_train"]
+    assert_figures(segments, tfidf_on([text[slice(*spans[topic])] for text, _, spans, topic in notes]))
+    assert segments["f1"] == 1.0 and b["tfidf_lr"]["f1"] < 0.8  # the clause's status word reads; the note's do not
+    assert_figures(b["tfidf_lr"], tfidf_on([text for text, _, _, _ in notes]))
+    again = (await client.post(f"/api/v1/concepts/{scoped['id']}/evaluate", headers=auth, json={})).json()
+    assert again["baselines"] == b  # re-evaluation on its own split recomputes the same three
+
+    page = (await client.get(f"/concepts/{scoped['id']}", headers=auth)).text
+    table = re.search(r'<table [^>]*id="baselines".*?</table>', page, re.S).group(0)
+    row = re.search(r'<tr id="baseline-segments">.*?</tr>', table, re.S).group(0)
+    assert "TF-IDF + LR on the same segments" in row and "<code>Bronchiolit</code>" in row
+    assert f'<td class="num">{segments["f1"]:.3f}</td>' in row
+    assert f'<td class="num">{b["tfidf_lr"]["f1"]:.3f}</td>' in table
+    assert 'id="baseline-segments"' not in (await client.get(f"/concepts/{whole['id']}", headers=auth)).text
 
 
 async def test_segment_words_are_refused_where_they_cannot_apply(client, auth, labelled_run, scoped_run) -> None:  # noqa: ANN001

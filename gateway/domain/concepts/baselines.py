@@ -2,17 +2,20 @@
 
 Two baselines are computed beside every stored concept metric (same labelled documents, same
 train/test positions): a keyword regex written from the positive label(s), and TF-IDF 1-2-grams
-with a balanced logistic regression trained on the training split's texts only. Both are scored
-with the same `binary_metrics` as the concept. Texts are read from the documents table in batches
-of positions (never logged); the test split is streamed, so memory is bounded by the training
-sample (at most `MAX_TFIDF_TRAIN` documents, drawn with the split's seed when there are more).
+with a balanced logistic regression trained on the training split's texts only. A probe scoped to
+segments (`segment_words`) gets a third, the same TF-IDF + LR on the text of the segments it reads
+(each document's matching segments joined with " ", "" without one; `scope.py` decides which
+match, for both): words and features on the same unit. All are scored with the same
+`binary_metrics` as the concept. Texts are read from the documents table in batches of positions
+(never logged); the test split is streamed, so memory is bounded by the training sample (at most
+`MAX_TFIDF_TRAIN` documents, drawn with the split's seed when there are more).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -25,6 +28,9 @@ from gateway.db import session_scope
 from gateway.domain.concepts.examples import Labelled
 from gateway.domain.concepts.probe import binary_metrics
 from gateway.domain.datasets.models import Document
+
+if TYPE_CHECKING:  # scope.py reads texts with texts_at; the baseline only calls the scope it is given
+    from gateway.domain.concepts.scope import SegmentScope
 
 MAX_TFIDF_TRAIN = 50_000  # training texts for TF-IDF; more are sampled down (seeded)
 TEXT_BATCH = 1000  # positions per query (bounded IN lists)
@@ -62,9 +68,20 @@ def _figures(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
     return {k: m[k] for k in ("precision", "recall", "f1", "confusion")}
 
 
-def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled: Labelled,
-                      examples: Examples) -> dict[str, Any]:
-    """{"regex": {pattern, precision, recall, f1, confusion} | None, "tfidf_lr": {..., n_train, sampled} | None}."""
+def _fit_tfidf(texts: list[str], y: np.ndarray) -> tuple[TfidfVectorizer, LogisticRegression] | None:
+    """TF-IDF 1-2-grams + balanced LR, or None when no term occurs in two of the texts."""
+    try:
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+        x = vectorizer.fit_transform(texts)
+        return vectorizer, LogisticRegression(class_weight="balanced", max_iter=1000).fit(x, y)
+    except ValueError:  # no term in two training documents (or one class): no TF-IDF baseline
+        return None
+
+
+def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled: Labelled, examples: Examples,
+                      scope: SegmentScope | None = None) -> dict[str, Any]:
+    """{"regex": {pattern, precision, recall, f1, confusion} | None, "tfidf_lr": {..., n_train, sampled} | None,
+    "tfidf_lr_segments": {..., n_train, sampled, segment_words} | None (None without a scope)}."""
     split = labelled.split(examples)
     train_pos, y_train = labelled.positions[split.train], labelled.y[split.train]
     test_pos, y_test = labelled.positions[split.test], labelled.y[split.test]
@@ -75,19 +92,19 @@ def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled:
     pattern = regex_pattern(examples.labels.positive) if examples.labels is not None else None
     compiled = re.compile(pattern, re.IGNORECASE) if pattern else None
 
+    train_texts: list[str] = []
+    scoped_texts: list[str] = []
     with session_scope(factory) as session:
-        train_texts = [t for _, batch in texts_at(session, dataset_id=dataset_id, positions=train_pos) for t in batch]
-    model: tuple[TfidfVectorizer, LogisticRegression] | None = None
-    try:
-        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-        x = vectorizer.fit_transform(train_texts)
-        model = vectorizer, LogisticRegression(class_weight="balanced", max_iter=1000).fit(x, y_train)
-    except ValueError:  # no term in two training documents: no TF-IDF baseline
-        model = None
-    del train_texts
+        for batch, texts in texts_at(session, dataset_id=dataset_id, positions=train_pos):
+            train_texts += texts
+            scoped_texts += scope.texts(batch, texts) if scope is not None else []
+    model = _fit_tfidf(train_texts, y_train)
+    scoped = _fit_tfidf(scoped_texts, y_train) if scope is not None else None
+    del train_texts, scoped_texts
 
     regex_pred = np.zeros(len(test_pos), np.int8)
     tfidf_pred = np.zeros(len(test_pos), np.int8)
+    scoped_pred = np.zeros(len(test_pos), np.int8)
     done = 0
     with session_scope(factory) as session:
         for batch, texts in texts_at(session, dataset_id=dataset_id, positions=test_pos):
@@ -96,9 +113,13 @@ def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled:
                 regex_pred[done:end] = [compiled.search(t) is not None for t in texts]
             if model is not None:
                 tfidf_pred[done:end] = model[1].predict(model[0].transform(texts))
+            if scoped is not None:
+                scoped_pred[done:end] = scoped[1].predict(scoped[0].transform(scope.texts(batch, texts)))
             done = end
+    fitted_on = {"n_train": int(len(train_pos)), "sampled": sampled}
     return {
         "regex": {"pattern": pattern, **_figures(y_test, regex_pred)} if compiled is not None else None,
-        "tfidf_lr": ({**_figures(y_test, tfidf_pred), "n_train": int(len(train_pos)), "sampled": sampled}
-                     if model is not None else None),
+        "tfidf_lr": {**_figures(y_test, tfidf_pred), **fitted_on} if model is not None else None,
+        "tfidf_lr_segments": ({**_figures(y_test, scoped_pred), **fitted_on, "segment_words": list(scope.words)}
+                              if scoped is not None else None),
     }

@@ -25,7 +25,7 @@ from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import Labelled, labelled_documents
 from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, sigmoid
-from gateway.domain.concepts.scope import probe_codes
+from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
 from gateway.domain.runs import repo as run_repo
@@ -159,8 +159,9 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         if body.segment_words:
             probe["segment_words"] = list(body.segment_words)
         fields["probe"], fields["features"] = probe, [int(i) for i in probe["weights"]]
-    if fields["metrics"] is not None:  # words alone, on the same split
-        fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples)
+    if fields["metrics"] is not None:  # words alone, on the same split (and on the same segments)
+        fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples,
+                                                           segment_scope(data.space, body.segment_words))
     return fields
 
 
@@ -181,15 +182,26 @@ async def create_concept(app_state: Any, body: ConceptCreate, principal: Princip
         return concept.id
 
 
+@dataclass
+class Scored:
+    """A concept's figures on some examples, and what its words-alone baselines are computed from."""
+
+    metrics: dict[str, Any]
+    store: bool  # on its own examples' held-out split: the figures are stored, with baselines
+    dataset_id: int
+    labelled: Labelled
+    examples: Examples
+    scope: SegmentScope | None  # a scoped probe's segments: the baselines read them too
+
+
 def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[dict[str, Any], bool]:
-    metrics, store, dataset_id, labelled, given = _score(app_state, concept_id, examples)
-    if store:  # the stored figures carry the words-alone baselines of the same split
-        metrics["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, given)
-    return metrics, store
+    s = _score(app_state, concept_id, examples)
+    if s.store:  # the stored figures carry the words-alone baselines of the same split
+        s.metrics["baselines"] = compute_baselines(app_state.factory, s.dataset_id, s.labelled, s.examples, s.scope)
+    return s.metrics, s.store
 
 
-def _score(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[dict[str, Any], bool, int, Labelled,
-                                                                                 Examples]:
+def _score(app_state: Any, concept_id: int, examples: Examples | None) -> Scored:
     with session_scope(app_state.factory) as session:
         concept = get_or_404(session, concept_id)
         data = run_data(session, app_state.store, concept.sae_run_id)
@@ -201,15 +213,15 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[
         trained_on = labelled_documents(session, data.dataset, own) if concept.kind == "probe" else None
         kind, text, probe, dataset_id = concept.kind, concept.expression, concept.probe, data.dataset.id
     if kind == "expression":
-        return expression_metrics(match_expression(text, data.space), labelled, given), True, dataset_id, \
-            labelled, given
+        return Scored(expression_metrics(match_expression(text, data.space), labelled, given), True, dataset_id,
+                      labelled, given, None)
     words = probe.get("segment_words")  # codes are read only where they are scored (a scope reads texts)
     if examples is None:  # its own held-out split
         split = labelled.split(given)
         pos, y, n_train = labelled.positions[split.test], labelled.y[split.test], len(split.train)
         codes = probe_codes(app_state.factory, dataset_id, data.space, words, pos)
-        return probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True, dataset_id, \
-            labelled, given
+        return Scored(probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True, dataset_id,
+                      labelled, given, segment_scope(data.space, words))
     # Other examples: every one the probe was not trained on (never its training split).
     train = set(trained_on.positions[trained_on.split(own).train].tolist())
     keep = np.array([p not in train for p in labelled.positions.tolist()], dtype=bool)
@@ -219,7 +231,7 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[
     codes = probe_codes(app_state.factory, dataset_id, data.space, words, labelled.positions[keep])
     metrics = probe_metrics(probe, codes, labelled.positions[keep], labelled.y[keep], n_train=len(train),
                             labelled=labelled)
-    return metrics, False, dataset_id, labelled, given
+    return Scored(metrics, False, dataset_id, labelled, given, None)
 
 
 async def evaluate_concept(app_state: Any, concept_id: int, examples: Examples | None) -> dict[str, Any]:
