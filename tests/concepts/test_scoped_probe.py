@@ -18,6 +18,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from gateway.db import session_scope
+from gateway.domain.auth.service import Principal
+from gateway.domain.concepts.demo import EXPRESSION_NAME, PROBE_NAME, SCOPE_WORDS, SCOPED_NAME, create_demo_concepts
 from gateway.domain.runs.models import SaeRun
 from gateway.search.space import clear_cache
 from tests.concepts.conftest import write_run
@@ -133,6 +135,16 @@ async def test_the_scoped_probe_is_compared_with_tfidf_on_its_clauses(client, au
     assert f'<td class="num">{segments["f1"]:.3f}</td>' in row
     assert f'<td class="num">{b["tfidf_lr"]["f1"]:.3f}</td>' in table
     assert 'id="baseline-segments"' not in (await client.get(f"/concepts/{whole['id']}", headers=auth)).text
+
+
+async def test_the_demo_s_scoped_probe_carries_its_words_baseline(app, client, auth, scoped_run) -> None:  # noqa: ANN001
+    ids = await create_demo_concepts(app.state, scoped_run, Principal(None, "demo"))
+    concepts = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
+    by_name = {c["name"]: c for c in concepts}
+    assert set(by_name) == {PROBE_NAME, EXPRESSION_NAME, SCOPED_NAME}  # a run with segment codes: all three
+    segments = by_name[SCOPED_NAME]["baselines"]["tfidf_lr_segments"]
+    assert segments["segment_words"] == SCOPE_WORDS and segments["f1"] == 1.0  # the clause says its status
+    assert all(by_name[n]["baselines"]["tfidf_lr_segments"] is None for n in (PROBE_NAME, EXPRESSION_NAME))
 
 
 async def test_segment_words_are_refused_where_they_cannot_apply(client, auth, labelled_run, scoped_run) -> None:  # noqa: ANN001
