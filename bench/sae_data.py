@@ -7,9 +7,11 @@ vectors of the training abstracts (~25,000 rows). That still left a train/hold-o
 0.11 vs 0.25), so by default passages of the training abstracts are embedded as well: every
 run of 2 or 3 consecutive sentences and one longer run drawn at random per abstract (~41,000
 more rows, between a sentence and a document).
-The split is made on documents first, so no sentence of a held-out abstract is ever trained
-on; the hold-out sets are the held-out abstracts' document vectors (the figure the goal is
-about) and their sentence vectors.
+Issue #16 made segments the product's unit: every abstract is also cut by the product's segmenter
+(clauses, `split_segments(unit="clause")`, ~49,000 of them) and the training abstracts' segments
+are trained on too. The split is made on documents first, so no piece of a held-out abstract is
+ever trained on; the hold-out sets are the held-out abstracts' segment vectors (the figure the goal
+is about since #16), their document vectors (the figure before) and their sentence vectors.
 """
 
 from __future__ import annotations
@@ -86,7 +88,21 @@ class SaeBenchData:
     """What the JSON says about the data."""
 
 
-def load(holdout_fraction: float = 0.1, seed: int = 0, sentences: bool = True, windows: bool = True) -> SaeBenchData:
+def clause_segments(texts: list[str]) -> tuple[list[str], list[int]]:
+    """Every abstract cut by the product's segmenter (services/embedder/segments.py, unit "clause",
+    the default of an embedding run): (segment texts, index of their abstract)."""
+    from services.embedder.segments import split_segments
+
+    out, of = [], []
+    for i, text in enumerate(texts):
+        spans = split_segments(text, unit="clause")
+        out += [text[s.start:s.end] for s in spans]
+        of += [i] * len(spans)
+    return out, of
+
+
+def load(holdout_fraction: float = 0.1, seed: int = 0, sentences: bool = True, windows: bool = True,
+         segments: bool = True) -> SaeBenchData:
     """Split abstracts into train/hold-out (as the SAE service does), then gather their vectors."""
     texts = read_abstracts()
     docs = _cached("medabs-minilm-l6", texts, 64)  # [2888, d]
@@ -106,6 +122,15 @@ def load(holdout_fraction: float = 0.1, seed: int = 0, sentences: bool = True, w
         spans = [p for i, text in enumerate(texts) if i in train_set for p in passages(split_sentences(text), rng)]
         parts.append(_cached("medabs-passages-minilm-l6", spans, 64))
         n_windows = len(spans)
+    holdout = {"documents": docs[hold_rows], "sentences": sent_x[~in_train]}
+    n_clauses = n_clauses_held = 0
+    if segments:
+        clauses, clause_doc = clause_segments(texts)
+        clause_x = _cached("medabs-clauses-minilm-l6", clauses, 128)  # [C, d]
+        clause_train = np.isin(np.asarray(clause_doc), train_rows)
+        parts.append(clause_x[clause_train])
+        holdout["segments"] = clause_x[~clause_train]
+        n_clauses, n_clauses_held = int(clause_train.sum()), int((~clause_train).sum())
     x_train = np.ascontiguousarray(np.concatenate(parts + [docs[train_rows]]))
     description = {
         "source": str(DATA), "embedder": EMBEDDER, "d": int(docs.shape[1]),
@@ -113,10 +138,13 @@ def load(holdout_fraction: float = 0.1, seed: int = 0, sentences: bool = True, w
         "split": f"documents first: holdout_split(fraction={holdout_fraction}, seed={seed}); a held-out "
                  "abstract contributes no training vector",
         "sentences": len(sents), "sentence_split": "regex " + SENTENCE_END.pattern,
-        "train_vectors": {"sentences": int(in_train.sum()) if sentences else 0, "passages": n_windows,
+        "segments": "the product's segments: services.embedder.segments.split_segments(text, unit='clause'), "
+                    "an embedding run's default" if segments else None,
+        "train_vectors": {"segments": n_clauses, "sentences": int(in_train.sum()) if sentences else 0,
+                          "passages": n_windows,
                           "documents": len(train_rows), "total": len(x_train)},
         "passages": "every run of 2 or 3 consecutive sentences of a training abstract, and one run of 4 to n - 1 drawn at random (seeded)" if n_windows else None,
-        "holdout_vectors": {"documents": len(hold_rows), "sentences": int((~in_train).sum())},
+        "holdout_vectors": {"segments": n_clauses_held, "documents": len(hold_rows),
+                            "sentences": int((~in_train).sum())},
     }
-    return SaeBenchData(x_train, {"documents": docs[hold_rows], "sentences": sent_x[~in_train]},
-                        docs[train_rows], description)
+    return SaeBenchData(x_train, holdout, docs[train_rows], description)
