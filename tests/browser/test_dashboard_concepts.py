@@ -66,7 +66,7 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
         "Reads only the segments that contain bronchiolit")
     assert re.fullmatch(r"[01]\.\d{3}", page.locator("#metrics tr:has(th:text-is('F1')) td").inner_text())
     segments = page.locator("#baselines #baseline-segments")  # words on the same clauses, beside it
-    assert segments.locator("th").inner_text().startswith("TF-IDF + LR on the same segments")
+    assert segments.locator("th").text_content().startswith("TF-IDF + LR on the same segments")  # CSS upper-cases th
     figures = segments.locator("td.num").all_inner_texts()  # precision, recall, F1
     assert len(figures) == 3 and all(re.fullmatch(r"[01]\.\d{3}", t) for t in figures), figures
     assert page.console_errors == []
