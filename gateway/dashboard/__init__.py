@@ -3,6 +3,7 @@
 from fastapi import APIRouter, Depends
 
 from gateway.dashboard.audit_pages import router as audit_pages
+from gateway.dashboard.concept_form import router as concept_form
 from gateway.dashboard.concept_pages import router as concept_pages
 from gateway.dashboard.feature_examples import router as feature_examples
 from gateway.dashboard.pages import public, router as private
@@ -12,7 +13,8 @@ from gateway.dashboard.views import dashboard_access
 
 router = APIRouter()
 router.include_router(public)
-for pages in (private, sae_pages, feature_examples, search_pages, concept_pages, audit_pages):
+# The form before the concept pages: /concepts/new is not /concepts/{concept_id}.
+for pages in (private, sae_pages, feature_examples, search_pages, concept_form, concept_pages, audit_pages):
     router.include_router(pages, dependencies=[Depends(dashboard_access)])  # role and project, as the API
 
 __all__ = ["router"]

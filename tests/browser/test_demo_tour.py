@@ -1,8 +1,8 @@
 """The explorer as a clinical researcher meets it, on the demo pipeline (`prisma demo`, a smaller
 corpus, started once per session: the `demo` fixture): log in, open a feature from the list, see
-its histogram and documents, open its family, run an expression search from it, open a concept
-and export its CSV — every page without console errors. The README's screenshots
-(docs/screenshots/) are taken here."""
+its histogram and documents, open its family, run an expression search from it, fill the
+New-concept form, open a concept and export its CSV — every page without console errors. The
+README's screenshots (docs/screenshots/) are taken here."""
 
 from __future__ import annotations
 
@@ -72,6 +72,16 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
     page.wait_for_selector("#search-results")
     assert re.search(r"\d", page.locator("#search-results").inner_text())
     readme_shot(page, "search")
+
+    # The New-concept form as a researcher fills it (only pictured here; the form's own test submits one).
+    page.goto(f"{url}/concepts/new?sae_run_id={sae}")
+    page.fill("#name", "Confirmed bronchiolitis, not suspected")
+    page.get_by_label("positive: bronchiolitis:confirmed").check()
+    page.get_by_label("negative: bronchiolitis:suspected").check()
+    page.fill("#segment_words", "bronchiolit")
+    kind_box = page.locator("fieldset.kinds").bounding_box()  # in the viewport: from the kind to the segment hint
+    page.evaluate(f"window.scrollBy(0, {kind_box['y'] - 12})")
+    readme_shot(page, "concept-form")
 
     # The probe concepts (the README's picture: the last, the probe on the clauses that name
     # bronchiolitis), then the saved expression's matches as CSV.

@@ -115,6 +115,8 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/sae-runs/{run_id}/search"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/search/suggest"): READ_IN_PROJECT,
     ("GET", "/concepts"): ANY_KEY,
+    ("GET", "/concepts/new"): ANY_KEY,                   # the form lists the caller's own project's runs
+    ("POST", "/concepts"): WRITE,                        # the SAE run in the form: by project in test_roles.py
     ("GET", "/concepts/{concept_id}"): READ_IN_PROJECT,
     ("GET", "/concepts/{concept_id}/apply"): READ_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,

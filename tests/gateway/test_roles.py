@@ -154,6 +154,23 @@ async def test_dashboard_shows_the_project_and_hides_writes_from_viewers(world: 
     assert "notes" in (await admin.get("/datasets")).text
 
 
+async def test_the_concept_form_is_an_editors_and_sees_no_other_projects_run(world: World, clients) -> None:  # noqa: ANN001
+    for caller in ("viewer", "read_only"):
+        page = (await clients[caller].get("/concepts/new")).text
+        assert "Creating a concept needs an editor" in page and 'id="concept-form"' not in page
+    assert "No SAE run of this project has finished yet" in (await clients["editor"].get("/concepts/new")).text
+    other = clients["other"]
+    token = re.search(r'name="csrf_token" value="([^"]+)"', (await other.get("/concepts/new")).text).group(1)
+    answers = []
+    for run_id in (world.ids["sae_run_id"], MISSING):  # alpha's run, and none: the same refusal
+        resp = await other.post("/concepts", data={"csrf_token": token, "sae_run_id": str(run_id), "name": "x",
+                                                   "kind": "expression", "expression": "F1 > 0"})
+        beside = re.search(r'id="sae_run_id-error">(.*?)</p>', resp.text, re.S)
+        answers.append((resp.status_code, without_ids(beside.group(1) if beside else resp.text)))
+    assert answers[0] == answers[1] and answers[0][0] == 422, answers
+    assert "does not exist" in answers[0][1]
+
+
 def test_cli_creates_users_projects_members_and_keys(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     from typer.testing import CliRunner
 

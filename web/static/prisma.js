@@ -1,18 +1,21 @@
-// Let HTMX swap 422 responses (form errors rendered by the server) instead of ignoring them.
+// Let HTMX swap 422 and 409 responses (form errors rendered by the server, e.g. a name already
+// used) instead of ignoring them.
 document.addEventListener("DOMContentLoaded", function () {
   if (window.htmx) {
     htmx.config.responseHandling = [
       { code: "204", swap: false },
       { code: "[23]..", swap: true },
       { code: "422", swap: true, error: false },
+      { code: "409", swap: true, error: false },
       { code: "[45]..", swap: false, error: true },
     ];
   }
 });
 
-// Search page: put the caret on the character where the expression is wrong.
+// Search page and New-concept form: put the caret on the character where the expression is wrong.
 function markExpressionError() {
-  var at = document.querySelector("mark.err-at[data-offset]"), box = document.getElementById("q");
+  var at = document.querySelector("mark.err-at[data-offset]");
+  var box = document.getElementById("q") || document.getElementById("expression");
   if (!at || !box) return;
   var pos = parseInt(at.dataset.offset, 10);
   box.focus();

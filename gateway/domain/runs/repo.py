@@ -104,6 +104,14 @@ def list_sae_runs(session: Session, *, embedding_run_id: int | None = None, swee
     return list(session.scalars(stmt.order_by(SaeRun.id.desc()).limit(500)))
 
 
+def succeeded_sae_runs(session: Session, *, project_ids: frozenset[int]) -> list[tuple[SaeRun, Dataset]]:
+    """The succeeded SAE runs on datasets of `project_ids`, newest first, each with its dataset (one query)."""
+    stmt = (select(SaeRun, Dataset).join(EmbeddingRun, SaeRun.embedding_run_id == EmbeddingRun.id)
+            .join(Dataset, EmbeddingRun.dataset_id == Dataset.id)
+            .where(SaeRun.status == "succeeded", Dataset.project_id.in_(project_ids)))
+    return [(run, ds) for run, ds in session.execute(stmt.order_by(SaeRun.id.desc()).limit(500))]
+
+
 def delete_embedding_run(session: Session, *, run_id: int) -> None:
     run = session.get(EmbeddingRun, run_id)
     if run is not None:
