@@ -116,6 +116,17 @@ def refusal(path: str, message: str, expression: str, extra: dict[str, Any] | No
     return {"field": form_field(path), "path": path, "message": message, "where": where}
 
 
+def validation_message(error: dict[str, Any]) -> str:
+    """pydantic's message with its field, a list item by number and value (`segment_words.1` ->
+    `segment_words, item 2 ("b")`), so a user sees which one it means."""
+    loc = [str(part) for part in error["loc"]]
+    if len(loc) > 1 and loc[-1].isdigit():
+        value = error.get("input")
+        shown = f' ("{value.strip()}")' if isinstance(value, str) and len(value) <= 60 else ""
+        return f"{'.'.join(loc[:-1])}, item {int(loc[-1]) + 1}{shown}: {error['msg']}"
+    return f"{'.'.join(loc)}: {error['msg']}" if loc else error["msg"]
+
+
 @router.get("/concepts/new", response_class=HTMLResponse)
 def new_concept_page(request: Request, session: SessionDep,
                      sae_run_id: Annotated[int | None, Query()] = None) -> Response:
@@ -135,7 +146,7 @@ async def create(request: Request, principal: CurrentUser, rid: RequestId,
     except ValidationError as exc:
         first = exc.errors()[0]
         path = ".".join(str(part) for part in first["loc"])
-        error, status_code = refusal(path, f"{path}: {first['msg']}" if path else first["msg"], form.expression), 422
+        error, status_code = refusal(path, validation_message(first), form.expression), 422
     except ConceptInputError as exc:
         error, status_code = refusal(exc.field, exc.message, form.expression, exc.extra), exc.status_code
     else:

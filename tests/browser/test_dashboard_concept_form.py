@@ -45,7 +45,7 @@ def test_create_a_scoped_probe_from_the_form(page, demo) -> None:  # noqa: ANN00
     page.click("#concept-form button[type=submit]")
     error = page.locator("#segment_words-error")
     error.wait_for()
-    assert "segment_words.1" in error.inner_text() and "at least 2 characters" in error.inner_text()
+    assert "segment_words, item 2" in error.inner_text() and "at least 2 characters" in error.inner_text()
     assert page.locator("#segment_words").get_attribute("aria-invalid") == "true"
     assert page.locator("#name").input_value() == NAME  # what was typed is kept ...
     assert page.get_by_label("positive: bronchiolitis:confirmed").is_checked()

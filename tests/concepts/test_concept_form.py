@@ -92,7 +92,7 @@ async def test_an_expression_with_labelled_examples(dash, labelled_run) -> None:
 
 BASE = {"name": "c", "kind": "probe", "positive": CONFIRMED, "negative": SUSPECTED, "test_fraction": "0.25"}
 REFUSED = [  # (form fields over BASE, status, the form's field, words of the message)
-    ({"segment_words": "bronchiolit, a"}, 422, "segment_words", "segment_words.1: String should have at least 2"),
+    ({"segment_words": "bronchiolit, a"}, 422, "segment_words", "segment_words, item 2 (\"a\"): String should have at least 2"),
     ({"segment_words": ",".join(f"w{i}" for i in range(21))}, 422, "segment_words", "at most 20 items"),
     ({"segment_words": "bronchiolit"}, 422, "segment_words", "the SAE run has no segment codes"),
     ({"name": "taken"}, 409, "name", "already has a concept named 'taken'"),
