@@ -167,14 +167,16 @@ class Namer:
         """Texts embedded so far (cache misses): what naming costs."""
 
     async def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors of `texts`, the new ones embedded in one batch (EmbedFn may be sync or async)."""
+        """Vectors of `texts`, the new ones embedded in one batch (EmbedFn may be sync or async). At most
+        EMBED_CACHE texts stay cached: when full, the cache starts again from this call's texts, copied
+        (a cached row is a view that would keep its whole batch's array)."""
         assert self.embed_texts is not None
         new = sorted({t for t in texts if t not in self._vectors})
         if new:
             got = self.embed_texts(new)
             vectors = np.asarray(await got if inspect.isawaitable(got) else got, dtype=np.float32)
             if len(self._vectors) + len(new) > EMBED_CACHE:
-                self._vectors.clear()
+                self._vectors = {t: self._vectors[t].copy() for t in set(texts) if t in self._vectors}
             self._vectors.update(zip(new, vectors))
             self.embedded += len(new)
         return {t: self._vectors[t] for t in texts}

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from artifacts import ArtifactStore
 from artifacts.heap import trim_heap
@@ -51,11 +53,56 @@ def _best_label(record: FeatureInterpretations) -> str | None:
     return record.interpretations[record.best].label if record.best is not None else None
 
 
+POOL = 256
+"""Best labels of the latest features named that a batch draws its random-label controls from."""
+
+
+@dataclass
+class _Tally:
+    """What a run keeps of the features named so far: counts and sums for its result, the latest
+    POOL best labels (controls) and, when it names families, every feature's best label; never the
+    records themselves (evidence ids of several interpretations: kept, they grew the run by about
+    16 MB per 1,000 features, `bench/naming_memory.py`)."""
+
+    keep_labels: bool
+    n_records: int = 0
+    n_named: int = 0
+    score_sum: float = 0.0
+    n_scores: int = 0
+    n_flagged: int = 0
+    n_unreliable: int = 0
+    recent: deque[str | None] = field(default_factory=lambda: deque(maxlen=POOL))
+    labels: dict[int, str] = field(default_factory=dict)
+
+    def add(self, records: list[FeatureInterpretations]) -> None:
+        for r in records:
+            self.n_records += 1
+            label = _best_label(r)
+            self.recent.append(label)
+            if r.best is None:
+                continue
+            best = r.interpretations[r.best]
+            self.n_named += 1
+            if best.score is not None:
+                self.score_sum += best.score
+                self.n_scores += 1
+            if best.reliable is not None:
+                self.n_flagged += 1
+                self.n_unreliable += not best.reliable
+            if self.keep_labels and label:
+                self.labels[r.feature] = label
+
+    def pool(self) -> list[str]:
+        """The control pool: best labels of the latest POOL features named (none for a skipped one)."""
+        return [lab for lab in self.recent if lab]
+
+
 async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settings: InterpreterSettings,
                    embed_texts: EmbedFn | None, corpus: Corpus | None = None,
                    backends: list[Backend] | None = None, on_progress: ProgressFn | None = None,
                    should_stop: StopFn | None = None) -> InterpretRunResult:
-    """Name the payload's features; returns the stored result when the run had finished before."""
+    """Name the payload's features; returns the stored result when the run had finished before.
+    Memory is that of one batch: each batch's records go to their shard and into a `_Tally`."""
     prefix = payload.artifact_prefix.rstrip("/")
     if store.exists(f"{prefix}/result.json"):
         return InterpretRunResult.model_validate_json(store.read_bytes(f"{prefix}/result.json"))
@@ -71,7 +118,7 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     batches = [features[i:i + payload.batch_features] for i in range(0, len(features), payload.batch_features)]
     started, named_now, resumed = time.perf_counter(), 0, 0
     shards: list[ArtifactInfo] = []
-    records: list[FeatureInterpretations] = []
+    tally = _Tally(keep_labels=bool(payload.families))
     for index, batch in enumerate(batches):
         key = shard_key(prefix, index)
         if store.exists(key):
@@ -80,14 +127,13 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
         else:
             if should_stop is not None and should_stop():
                 raise InterpretRunStopped(f"run {payload.run_id} stopped before batch {index}")
-            pool = [lab for r in records[-256:] if (lab := _best_label(r))]
-            found = await namer.name_features(batch, pool)
+            found = await namer.name_features(batch, tally.pool())
             data = "".join(r.model_dump_json() + "\n" for r in found).encode()
             info = store.write_bytes(key, data, kind="interpretations")
             named_now += len(batch)
             trim_heap()  # a batch's temporaries ([64, N] similarities, label vectors) stay in glibc's arenas otherwise
         shards.append(info)
-        records += found
+        tally.add(found)
         if on_progress is not None:
             elapsed = time.perf_counter() - started
             rate = named_now / elapsed if named_now and elapsed > 0 else None
@@ -98,23 +144,19 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     families = None
     if payload.families:
         namer_backend = built[0]
-        labels = {r.feature: lab for r in records if (lab := _best_label(r))}
         if isinstance(namer_backend, FamilyNamer):
-            fams = await name_families(payload.families, labels, namer_backend, backend=namer_backend)
+            fams = await name_families(payload.families, tally.labels, namer_backend, backend=namer_backend)
             families = store.write_bytes(f"{prefix}/families.json",
                                          json.dumps([f.model_dump(mode="json") for f in fams]).encode(),
                                          kind="interpretation-families")
     seconds = time.perf_counter() - started
-    named = [r for r in records if r.best is not None]
-    scores = [s for r in named if (s := r.interpretations[r.best].score) is not None]
-    flags = [r.interpretations[r.best].reliable for r in named]
-    known = [f for f in flags if f is not None]
     result = InterpretRunResult(
-        run_id=payload.run_id, n_features=len(features), n_named=len(named), n_skipped=len(records) - len(named),
-        shards=shards, families=families, seconds=seconds,
+        run_id=payload.run_id, n_features=len(features), n_named=tally.n_named,
+        n_skipped=tally.n_records - tally.n_named, shards=shards, families=families, seconds=seconds,
         features_per_min=60.0 * named_now / seconds if seconds > 0 else 0.0,
-        mean_score=sum(scores) / len(scores) if scores else None,
-        unreliable_fraction=(sum(not f for f in known) / len(known)) if known else None, resumed_batches=resumed,
+        mean_score=tally.score_sum / tally.n_scores if tally.n_scores else None,
+        unreliable_fraction=tally.n_unreliable / tally.n_flagged if tally.n_flagged else None,
+        resumed_batches=resumed,
     )
     store.write_bytes(f"{prefix}/result.json", result.model_dump_json().encode(), kind="interpretation-result")
     return result

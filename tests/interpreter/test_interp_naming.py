@@ -3,9 +3,11 @@ order features are named in; keywords as evidence and as the fallback of a langu
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
-from contracts.interpret import BackendOptions, InterpretRunPayload
+from contracts.interpret import BackendOptions, FeatureInterpretations, InterpretRunPayload
 from contracts.sae import FeatureFamily
 from services.interpreter.backends.base import (Backend, BackendOutputError, LabelCandidate, NamingRequest,
                                                 NamingResult)
@@ -82,6 +84,62 @@ async def test_the_heap_is_trimmed_after_each_batch(synthetic, monkeypatch):
     monkeypatch.setattr(runs, "trim_heap", lambda: trims.append(1) or True)
     await name_run(payload(ref, "interp/trimmed"), store, settings=InterpreterSettings(), embed_texts=topic_embed)
     assert len(trims) == 3  # 8 features, 3 a batch
+
+
+def live_records() -> int:
+    """FeatureInterpretations objects alive in this process."""
+    gc.collect()
+    return sum(type(o) is FeatureInterpretations for o in gc.get_objects())
+
+
+@pytest.mark.anyio
+async def test_a_run_holds_only_the_batch_in_hand(synthetic):
+    """Memory bounded by a batch (issue #18): once a batch is in its shard, its records are let go; a run
+    of 12,288 features kept every one (their evidence ids), tens of KB each."""
+    store, ref = synthetic
+    held: list[int] = []
+    await name_run(payload(ref, "interp/bounded"), store, settings=InterpreterSettings(), embed_texts=topic_embed,
+                   on_progress=lambda _p: held.append(live_records()))
+    assert held == [3, 3, 2]  # the batch just written (8 features, 3 a batch), never the ones before it
+
+
+@pytest.mark.anyio
+async def test_controls_come_from_the_latest_labels_named(synthetic, monkeypatch):
+    """The control pool is the best labels of the latest POOL features named, before this batch."""
+    import services.interpreter.runs as runs
+    from services.interpreter.naming import Namer
+
+    store, ref = synthetic
+    monkeypatch.setattr(runs, "POOL", 4)
+    pools: list[list[str]] = []
+    name_features = Namer.name_features
+
+    async def spy(self, features, control_pool=()):  # noqa: ANN001, ANN202
+        pools.append(list(control_pool))
+        return await name_features(self, features, control_pool)
+
+    monkeypatch.setattr(Namer, "name_features", spy)
+    await name_run(payload(ref, "interp/pool"), store, settings=InterpreterSettings(), embed_texts=topic_embed)
+    records = [r for s in range(3) for r in read_shard(store, shard_key("interp/pool", s))[0]]
+    best = [r.interpretations[r.best].label if r.best is not None else None for r in records]
+    assert pools[0] == [] and pools[1] == [lab for lab in best[:3] if lab]
+    assert pools[2] == [lab for lab in best[2:6] if lab] and len(pools[2]) >= 3  # the latest 4, one may be skipped
+
+
+@pytest.mark.anyio
+async def test_a_full_label_cache_starts_again_without_changing_a_name(synthetic, monkeypatch):
+    """The label-vector cache is bounded (naming.EMBED_CACHE): when full it starts again from the texts
+    in hand (clearing it outright lost them: KeyError); names and scores are those of a roomy cache."""
+    import services.interpreter.naming as naming
+
+    store, ref = synthetic
+    await name_run(payload(ref, "interp/roomy"), store, settings=InterpreterSettings(), embed_texts=topic_embed)
+    monkeypatch.setattr(naming, "EMBED_CACHE", 10)
+    await name_run(payload(ref, "interp/small"), store, settings=InterpreterSettings(), embed_texts=topic_embed)
+    for s in range(3):
+        small, roomy = (read_shard(store, shard_key(f"interp/{p}", s))[0] for p in ("small", "roomy"))
+        strip = lambda rs: [[i.model_dump(exclude={"created_at"}) for i in r.interpretations] for r in rs]  # noqa: E731
+        assert strip(small) == strip(roomy)
 
 
 def test_naming_order_is_the_browse_order_and_language_is_found(synthetic):

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
+from artifacts import ArtifactStore
 from contracts.jobs import JobOut
 from contracts.interpret import (BackendOptions, CorpusRef, FamilyLabel, FeatureInterpretations, InterpretRequest,
                                  InterpretResult, InterpretRunPayload, InterpretRunResult, LabelEmbedding,
@@ -106,19 +107,12 @@ async def in_process_embedder(ctx: JobContext, spec: dict[str, Any]) -> Callable
 
 
 def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRunResult) -> None:
-    """Store every interpretation; point each feature at its best; name families."""
-    records = [FeatureInterpretations.model_validate_json(line) for shard in result.shards
-               for line in ctx.store.read_bytes(shard.uri).decode().splitlines() if line.strip()]
+    """Store every interpretation and point each feature at its best, one shard at a time (a shard's
+    records and features in memory, not the run's: 12,288 features' records are hundreds of MB);
+    name families. One transaction: a failure stores none of them."""
     with session_scope(ctx.factory) as session:
-        by_index = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=[r.feature for r in records])
-        for rec in records:
-            feat = by_index.get(rec.feature, (None, None))[0]
-            if feat is None or not rec.interpretations:
-                continue
-            rows = interpretation_rows(feat.id, rec)
-            session.add_all(rows)
-            session.flush()
-            feature_repo.set_best_interpretation(session, feature=feat)
+        for shard in result.shards:
+            _record_shard(session, sae_run_id, _read_records(ctx.store, shard.uri))
         if result.families is not None:
             labels = [FamilyLabel.model_validate(f) for f in json.loads(ctx.store.read_bytes(result.families.uri))]
             names = {(f.iteration, f.parent): f.label for f in labels}
@@ -126,6 +120,26 @@ def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRu
                 fam.label = names.get((fam.iteration, fam.root_index), fam.label)
         session.flush()
         refresh_statistics(session, "interpretations", "features", "families")
+
+
+def _read_records(store: ArtifactStore, uri: str) -> list[FeatureInterpretations]:
+    """The records of one interpretations shard (JSONL)."""
+    return [FeatureInterpretations.model_validate_json(line)
+            for line in store.read_bytes(uri).decode().splitlines() if line.strip()]
+
+
+def _record_shard(session: Any, sae_run_id: int, records: list[FeatureInterpretations]) -> None:
+    """Add one shard's interpretations and re-pick its features' best; flushed, so that the session
+    holds none of them afterwards (its identity map keeps clean rows only by weak reference)."""
+    by_index = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=[r.feature for r in records])
+    for rec in records:
+        feat = by_index.get(rec.feature, (None, None))[0]
+        if feat is None or not rec.interpretations:
+            continue
+        session.add_all(interpretation_rows(feat.id, rec))
+        session.flush()
+        feature_repo.set_best_interpretation(session, feature=feat)
+    session.flush()
 
 
 def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[Interpretation]:

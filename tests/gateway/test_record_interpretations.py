@@ -1,0 +1,63 @@
+"""Recording a naming run: every interpretation stored and each feature pointed at its best, one shard
+at a time (issue #18: the whole run's records at once were hundreds of MB at 12,288 features)."""
+
+from __future__ import annotations
+
+import gc
+from types import SimpleNamespace
+
+import scipy.sparse as sp
+from sqlalchemy import func, select
+
+from contracts.interpret import EvidenceIds, FeatureInterpretations, Interpretation, InterpretRunResult
+from gateway.db import session_scope
+from gateway.domain.features import interpret
+from gateway.domain.features import repo as feature_repo
+from gateway.domain.features.models import Interpretation as InterpretationRow
+from tests.factories import add_coded_sae_run, add_stub_dataset
+
+SHARD = 3
+
+
+def record(feature: int) -> FeatureInterpretations:
+    """Two names of `feature`, the second scoring higher."""
+    ev = EvidenceIds(activating=[1, 2], holdout_activating=[3, 4])
+    names = [Interpretation(feature=feature, label=f"name {feature} {n}", backend="keywords", evidence=ev,
+                            score_embedding=score, score=score, reliable=score > 0.7)
+             for n, score in ((0, 0.6), (1, 0.8))]
+    return FeatureInterpretations(feature=feature, n_activating=10, interpretations=names, best=1)
+
+
+def live_records() -> int:
+    gc.collect()
+    return sum(type(o) is FeatureInterpretations for o in gc.get_objects())
+
+
+def test_a_run_is_recorded_shard_by_shard(app, monkeypatch) -> None:  # noqa: ANN001
+    store, factory = app.state.store, app.state.factory
+    with session_scope(factory) as session:
+        ds = add_stub_dataset(session, name="notes", n_documents=4)
+        run_id = add_coded_sae_run(session, store, dataset_id=ds.id, codes=sp.random(4, 7, density=0.5)).id
+    shards = []
+    for s, start in enumerate(range(0, 7, SHARD)):
+        lines = "".join(record(f).model_dump_json() + "\n" for f in range(start, min(start + SHARD, 7)))
+        shards.append(store.write_bytes(f"sae-runs/{run_id}/interpret/shard-{s:05d}.jsonl", lines.encode(),
+                                        kind="interpretations"))
+    result = InterpretRunResult(run_id=run_id, n_features=7, n_named=7, n_skipped=0, shards=shards, seconds=1.0,
+                                features_per_min=420.0)
+    held: list[int] = []
+    rows_of = interpret.interpretation_rows
+
+    def counting_rows(feature_id, rec):  # noqa: ANN001, ANN202
+        held.append(live_records())
+        return rows_of(feature_id, rec)
+
+    monkeypatch.setattr(interpret, "interpretation_rows", counting_rows)
+    interpret.record_interpretations(SimpleNamespace(store=store, factory=factory), run_id, result)
+
+    assert len(held) == 7 and max(held) <= SHARD  # the shard in hand, never the run's records
+    with session_scope(factory) as session:
+        assert session.scalar(select(func.count()).select_from(InterpretationRow)) == 14
+        by_index = feature_repo.features_by_index(session, sae_run_id=run_id, indices=list(range(7)))
+        for index, (_feature, best) in by_index.items():
+            assert best is not None and best.label == f"name {index} 1" and best.score == 0.8
