@@ -137,6 +137,32 @@ async def test_the_scoped_probe_is_compared_with_tfidf_on_its_clauses(client, au
     assert 'id="baseline-segments"' not in (await client.get(f"/concepts/{whole['id']}", headers=auth)).text
 
 
+async def test_a_scoped_probe_matches_each_labelled_note_s_segments_once(client, auth, scoped_run,  # noqa: ANN001
+                                                                       monkeypatch) -> None:  # noqa: ANN001
+    """Creation and re-evaluation each find the matching clauses once, for the probe's codes and
+    the TF-IDF-on-segments baseline together (they used to match them twice); the figures are those
+    of matching them separately (the test above)."""
+    from gateway.domain.concepts import scope
+
+    matched: list[int] = []
+    original = scope.matching_segments
+
+    def counting(texts, owner, spans, words):  # noqa: ANN001, ANN202
+        matched.append(len(texts))
+        return original(texts, owner, spans, words)
+
+    monkeypatch.setattr(scope, "matching_segments", counting)
+    body = {"sae_run_id": scoped_run, "kind": "probe", "examples": EXAMPLES, "name": "its clause",
+            "segment_words": ["Bronchiolit"]}
+    created = (await client.post("/api/v1/concepts", headers=auth, json=body)).json()
+    assert sum(matched) == N_DOCS, matched  # every note is labelled: each note's text matched once
+    assert created["metrics"]["f1"] == 1.0 and created["baselines"]["tfidf_lr_segments"]["f1"] == 1.0
+    matched.clear()
+    again = (await client.post(f"/api/v1/concepts/{created['id']}/evaluate", headers=auth, json={})).json()
+    assert sum(matched) == N_DOCS, matched
+    assert again["baselines"] == created["baselines"] and again["f1"] == 1.0
+
+
 async def test_the_demo_s_scoped_probe_carries_its_words_baseline(app, client, auth, scoped_run) -> None:  # noqa: ANN001
     ids = await create_demo_concepts(app.state, scoped_run, Principal(None, "demo"))
     concepts = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]

@@ -24,7 +24,7 @@ from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import top_contributions
-from gateway.domain.concepts.scope import probe_codes
+from gateway.domain.concepts.scope import probe_codes, segment_scope
 from gateway.domain.concepts.service import get_or_404, match_expression, probe_probability, probe_weights, run_data
 from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
@@ -104,7 +104,7 @@ def apply_concept(ctx: JobContext, job: ConceptApplyJob) -> dict[str, Any]:
         scorer = _scorer(concept, space)
     # [docs, n]: rows are cheap to slice; a probe with segment words reads only those segments
     words = scorer.probe.get("segment_words") if scorer.probe is not None else None
-    codes = probe_codes(ctx.factory, dataset_id, space, words, np.arange(space.n_docs))
+    codes = probe_codes(ctx.factory, dataset_id, space, segment_scope(space, words), np.arange(space.n_docs))
     n_docs, prefix = codes.shape[0], f"concepts/{job.concept_id}/apply-{job.version}"
     keys = [f"{prefix}/block-{b:05d}.npz" for b in range(-(-n_docs // job.block_rows))]
     meter = RateMeter(n_docs, "documents")

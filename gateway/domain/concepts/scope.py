@@ -14,13 +14,15 @@ of the casefolded words occurs in its casefolded text, `word.casefold() in text[
 It is found per batch of documents, not per segment: one regex of the escaped words over the
 batch's casefolded texts, every start position found once (overlapping occurrences included),
 then each segment tested against the occurrences with `np.searchsorted` (bench/scope.py).
+A probe's creation and re-evaluation find them once (`SegmentScope.found`) for every labelled
+document and hand the scope to both the probe's codes and the baseline, which then only slices.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -98,10 +100,30 @@ class SegmentScope:
 
     segments: SegmentCodes
     words: tuple[str, ...]
+    hits: np.ndarray | None = None  # matching segments already found (ascending) for the documents at
+    found_for: np.ndarray | None = None  # these positions (ascending, unique)
+
+    def found(self, factory: Any, dataset_id: int, positions: np.ndarray) -> SegmentScope:
+        """This scope with the matching segments of the documents at `positions` found (one read of
+        their texts): `matching` then slices instead of reading and matching again."""
+        positions = np.unique(positions)
+        return replace(self, hits=scoped_segments(factory, dataset_id, self, positions), found_for=positions)
+
+    def _known(self, positions: np.ndarray) -> np.ndarray | None:
+        """The found matching segments of the documents at `positions`, or None if not all were found."""
+        if self.hits is None or self.found_for is None or len(positions) == 0:
+            return None
+        at = np.minimum(np.searchsorted(self.found_for, positions), len(self.found_for) - 1)
+        if not np.array_equal(self.found_for[at], positions):
+            return None
+        return self.hits[np.isin(self.segments.doc[self.hits], positions)]
 
     def matching(self, positions: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Indices (ascending) of the matching segments of the documents at `positions` (ascending,
         unique; `texts` theirs)."""
+        known = self._known(positions)
+        if known is not None:
+            return known
         lo = np.searchsorted(self.segments.doc, positions, "left")
         counts = np.searchsorted(self.segments.doc, positions, "right") - lo
         owner = np.repeat(np.arange(len(positions)), counts)
@@ -131,6 +153,9 @@ def segment_scope(space: SearchSpace, words: Sequence[str] | None) -> SegmentSco
 
 def scoped_segments(factory: Any, dataset_id: int, scope: SegmentScope, positions: np.ndarray) -> np.ndarray:
     """Indices (ascending) of the segments of the documents at `positions` whose text contains a word."""
+    known = scope._known(np.unique(positions))
+    if known is not None:
+        return known
     hits: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     with session_scope(factory) as session:
         for batch, texts in texts_at(session, dataset_id=dataset_id, positions=np.unique(positions)):
@@ -138,11 +163,10 @@ def scoped_segments(factory: Any, dataset_id: int, scope: SegmentScope, position
     return np.concatenate(hits)
 
 
-def probe_codes(factory: Any, dataset_id: int, space: SearchSpace, words: Sequence[str] | None,
+def probe_codes(factory: Any, dataset_id: int, space: SearchSpace, scope: SegmentScope | None,
                 positions: np.ndarray) -> sp.csr_matrix:
-    """[docs, n] CSR codes a probe reads: the run's document codes, or, with segment words, the max
+    """[docs, n] CSR codes a probe reads: the run's document codes, or, with a segment scope, the max
     over each document's matching segments (rows of `positions` only; the others are empty)."""
-    scope = segment_scope(space, words)
     if scope is None:
         return space.codes.tocsr()
     hits = scoped_segments(factory, dataset_id, scope, positions)

@@ -148,20 +148,24 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         labelled = labelled_documents(session, data.dataset, body.examples) if body.examples else None
         dataset_id = data.dataset.id
     fields: dict[str, Any] = {"probe": None, "metrics": None}
+    scope: SegmentScope | None = None
     if body.kind == "expression":
         match = match_expression(body.expression, data.space)
         fields["features"] = match.features
         if labelled is not None:
             fields["metrics"] = expression_metrics(match, labelled, body.examples)
     else:
-        codes = probe_codes(app_state.factory, dataset_id, data.space, body.segment_words, labelled.positions)
+        scope = segment_scope(data.space, body.segment_words)
+        if scope is not None:  # matched once, for the probe and for the words-alone baseline
+            scope = scope.found(app_state.factory, dataset_id, labelled.positions)
+        codes = probe_codes(app_state.factory, dataset_id, data.space, scope, labelled.positions)
         probe, fields["metrics"] = train_probe(codes, labelled, body.examples)
         if body.segment_words:
             probe["segment_words"] = list(body.segment_words)
         fields["probe"], fields["features"] = probe, [int(i) for i in probe["weights"]]
     if fields["metrics"] is not None:  # words alone, on the same split (and on the same segments)
         fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples,
-                                                           segment_scope(data.space, body.segment_words))
+                                                           scope)
     return fields
 
 
@@ -219,16 +223,20 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> Scored
     if examples is None:  # its own held-out split
         split = labelled.split(given)
         pos, y, n_train = labelled.positions[split.test], labelled.y[split.test], len(split.train)
-        codes = probe_codes(app_state.factory, dataset_id, data.space, words, pos)
+        scope = segment_scope(data.space, words)
+        if scope is not None:  # every labelled document's, once: the baseline reads the training ones too
+            scope = scope.found(app_state.factory, dataset_id, labelled.positions)
+        codes = probe_codes(app_state.factory, dataset_id, data.space, scope, pos)
         return Scored(probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True, dataset_id,
-                      labelled, given, segment_scope(data.space, words))
+                      labelled, given, scope)
     # Other examples: every one the probe was not trained on (never its training split).
     train = set(trained_on.positions[trained_on.split(own).train].tolist())
     keep = np.array([p not in train for p in labelled.positions.tolist()], dtype=bool)
     if len(np.unique(labelled.y[keep])) < 2:
         raise ConceptInputError("examples: outside the probe's training documents, these examples have only one class",
                                 field="examples")
-    codes = probe_codes(app_state.factory, dataset_id, data.space, words, labelled.positions[keep])
+    codes = probe_codes(app_state.factory, dataset_id, data.space, segment_scope(data.space, words),
+                        labelled.positions[keep])
     metrics = probe_metrics(probe, codes, labelled.positions[keep], labelled.y[keep], n_train=len(train),
                             labelled=labelled)
     return Scored(metrics, False, dataset_id, labelled, given, None)
