@@ -20,6 +20,33 @@ REDIS_URL = os.environ.get("PRISMA_TEST_REDIS", "redis://127.0.0.1:6379/0")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _uses_demo(item: pytest.Item) -> bool:
+    return "demo" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(trylast=True)  # after -k / -m have deselected
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules with a test that uses the shared `prisma demo` (tests/browser/demo.py) run last,
+    each kept whole and in its order, so that the demo's pipeline runs beside the rest."""
+    late = {item.nodeid.split("::")[0] for item in items if _uses_demo(item)}
+    items[:] = ([i for i in items if i.nodeid.split("::")[0] not in late]
+                + [i for i in items if i.nodeid.split("::")[0] in late])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the demo in the background once the selection is known, if a selected test uses it."""
+    if not session.config.option.collectonly and any(_uses_demo(i) for i in session.items):
+        from tests.browser.demo import Background
+
+        Background.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from tests.browser.demo import Background
+
+    Background.stop()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -46,11 +46,12 @@ def shot(page, name: str) -> Path:  # noqa: ANN001
 
 
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """`prisma demo` (400 notes) with its pipeline finished: (url, key, concepts)."""
+def demo() -> Iterator[object]:
+    """`prisma demo` (400 notes) with its pipeline finished: (url, key, concepts). Started in the
+    background after collection (tests/conftest.py); this waits for its concepts."""
     from tests.browser.demo import running_demo
 
-    with running_demo(tmp_path_factory.mktemp("demo")) as running:
+    with running_demo() as running:
         yield running
 
 

@@ -1,10 +1,16 @@
 """`prisma demo` on a small corpus, once per test session, for the browser tests that walk its
-pipeline (the tour and the concepts): starting it twice would cost minutes."""
+pipeline (the tour and the concepts): starting it twice would cost minutes.
+
+The suite starts it in the background as soon as collection is done (tests/conftest.py) and runs
+the modules that use it last, so its pipeline runs beside the rest of the suite: on one torch
+thread, leaving the other core to pytest."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,16 +30,22 @@ class Demo(NamedTuple):
     concepts: list[dict]
 
 
-def start_demo(data: Path, port: int, log: Path) -> tuple[subprocess.Popen, str]:
-    """`prisma demo` on a loopback port; returns the process and the key it prints."""
+def launch_demo(data: Path, port: int, log: Path) -> subprocess.Popen:
+    """`prisma demo` on a loopback port, its torch on one thread (the suite runs beside it)."""
     with log.open("wb") as out:  # the child keeps its own descriptor
-        proc = subprocess.Popen([PRISMA, "demo", "--port", str(port), "--n", str(N_NOTES)], cwd=REPO_ROOT,
-                                env=prisma_env(data, PRISMA_LOG_JSON="false"), stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
+        return subprocess.Popen([PRISMA, "demo", "--port", str(port), "--n", str(N_NOTES)], cwd=REPO_ROOT,
+                                env=prisma_env(data, PRISMA_LOG_JSON="false", PRISMA_EMBEDDER_THREADS="1",
+                                               PRISMA_SAE_THREADS="1"),
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+def demo_key(proc: subprocess.Popen, log: Path, timeout: float = 180) -> str:
+    """The key `prisma demo` prints once it listens."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = re.search(r"Key\s+(prisma_\S+)", log.read_text(errors="replace"))
         if found:
-            return proc, found.group(1)
+            return found.group(1)
         if proc.poll() is not None:
             raise RuntimeError(f"prisma demo exited: {log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.5)
@@ -57,12 +69,45 @@ def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
     raise TimeoutError("the demo made no concepts")
 
 
+class Background:
+    """The session's demo: started by `start`, joined by the `demo` fixture, stopped at the end."""
+
+    proc: subprocess.Popen | None = None
+    tmp: Path | None = None
+    port = 0
+    demo: Demo | None = None
+
+    @classmethod
+    def start(cls) -> None:
+        if cls.proc is None:
+            cls.tmp = Path(tempfile.mkdtemp(prefix="prisma-test-demo-"))
+            cls.port = free_port()
+            cls.proc = launch_demo(cls.tmp / "data", cls.port, cls.tmp / "demo.log")
+
+    @classmethod
+    def join(cls) -> Demo:
+        """The running demo with its three concepts (started now if collection did not start it)."""
+        if cls.demo is None:
+            cls.start()
+            assert cls.proc is not None and cls.tmp is not None
+            key = demo_key(cls.proc, cls.tmp / "demo.log")
+            url = f"http://127.0.0.1:{cls.port}"
+            cls.demo = Demo(url, key, wait_for_concepts(url, key))
+        return cls.demo
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.proc is not None:
+            stop(cls.proc)
+            cls.proc = None
+        if cls.tmp is not None:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            cls.tmp = None
+
+
 @contextmanager
-def running_demo(tmp: Path) -> Iterator[Demo]:
-    port = free_port()
-    proc, key = start_demo(tmp / "data", port, tmp / "demo.log")
-    url = f"http://127.0.0.1:{port}"
+def running_demo() -> Iterator[Demo]:
     try:
-        yield Demo(url, key, wait_for_concepts(url, key))
+        yield Background.join()
     finally:
-        stop(proc)
+        Background.stop()
