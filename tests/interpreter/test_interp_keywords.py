@@ -80,3 +80,29 @@ def test_log_odds_prefers_frequent_contrasts_over_rare_ones():
     y_b = np.array([1.0, 0.0, 5.0])
     z = log_odds_z(y_a, y_b, background=np.array([20.0, 2.0, 50.0]))
     assert z[0] > z[1] > z[2]
+
+
+FAMILY_SCRIPT = """
+import asyncio
+from services.interpreter.backends.base import FamilyRequest
+from services.interpreter.backends.keywords import KeywordsBackend
+request = FamilyRequest("tosse, febbre, wheezing, rinite, dispnea",
+                        ["tosse, rinite, otite", "dispnea, febbre, vomito", "wheezing, otite, sibili"])
+print(asyncio.run(KeywordsBackend(n_terms=4).name_family(request)).candidates[0].label)
+"""
+
+
+def test_a_family_is_named_alike_in_every_process():
+    """Ties between terms (here each of the parent's five terms is shared by one child) are broken
+    by the parent's order, not by a set's: under different hash seeds the same family got different
+    names from one process to the next."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    labels = {subprocess.run([sys.executable, "-c", FAMILY_SCRIPT], capture_output=True, text=True, check=True, cwd=root,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(root)}).stdout.strip()
+              for seed in range(6)}
+    assert labels == {"tosse, febbre, wheezing, rinite"}

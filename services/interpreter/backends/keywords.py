@@ -305,7 +305,9 @@ class KeywordsBackend(Backend, FamilyNamer):
     async def name_family(self, request: FamilyRequest) -> NamingResult:
         """The terms of the parent's label, ordered by how many children's labels share them."""
         members = [request.parent, *request.children]
-        counts = Counter(t for label in members for t in {p.strip() for p in label.split(",")} if t)
+        # each label's terms once, in the order written (a set's order depends on the hash seed, and
+        # ties kept it: the same family was named differently from one process to the next)
+        counts = Counter(t for label in members for t in dict.fromkeys(p.strip() for p in label.split(",")) if t)
         parent_terms = [p.strip() for p in request.parent.split(",") if p.strip()]
         ranked = sorted(counts, key=lambda t: (-counts[t], t not in parent_terms))[: self.n_terms]
         label = ", ".join(ranked) or request.parent
