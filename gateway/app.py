@@ -39,6 +39,20 @@ log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 
 
+def _tagged_union_error(error: dict) -> tuple[str, str]:
+    """(field, message) of a validation error; a body of several kinds told apart by one field
+    (`mode` of a search) is named by that field, not by pydantic's "Unable to extract tag using
+    discriminator"."""
+    where = ".".join(str(p) for p in error["loc"])
+    ctx = error.get("ctx") or {}
+    if error.get("type") in ("union_tag_not_found", "union_tag_invalid") and "discriminator" in ctx:
+        field = ".".join(p for p in (where, str(ctx["discriminator"]).strip("'\"")) if p)
+        if error["type"] == "union_tag_invalid":
+            return field, f"{ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}"
+        return field, "required: it names the kind of request (see the schema at /api/v1/openapi.json)"
+    return where, error["msg"]
+
+
 def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool = True) -> FastAPI:
     settings = settings or get_settings()
     if configure_logs:
@@ -196,9 +210,9 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"])
+        where, message = _tagged_union_error(first)
         return JSONResponse(
             {"detail": [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in errors],
-             "field": where, "locator": None, "message": f"{where}: {first['msg']}"},
+             "field": where, "locator": None, "message": f"{where}: {message}"},
             status_code=422,
         )

@@ -72,11 +72,17 @@ async def test_a_parse_error_lists_what_was_expected(client, auth, seeded) -> No
 
 
 async def test_bad_bodies_name_the_field(client, auth, seeded) -> None:  # noqa: ANN001
-    for body, field in [({"mode": "sql", "query": "x"}, "body"), ({"mode": "expression"}, "body.expression.expression"),
+    for body, field in [({"mode": "sql", "query": "x"}, "body.mode"), ({"expression": "F1"}, "body.mode"),
+                        ({"mode": "expression"}, "body.expression.expression"),
                         ({"mode": "expression", "expression": "F1", "limit": 0}, "body.expression.limit"),
                         ({"mode": "text", "text": "x", "offset": 995, "limit": 10}, "body.text")]:
         resp = await client.post(f"/api/v1/sae-runs/{seeded.run_id}/search", json=body, headers=auth)
         assert resp.status_code == 422 and resp.json()["field"] == field, resp.text
+    # the kind of search is named by its field, not by pydantic's "Unable to extract tag using discriminator"
+    missing = (await search(client, auth, seeded.run_id, expression="F1")).json()
+    assert missing["message"] == "body.mode: required: it names the kind of request (see the schema at /api/v1/openapi.json)", missing
+    wrong = (await search(client, auth, seeded.run_id, mode="sql", query="x")).json()
+    assert wrong["message"] == "body.mode: 'sql' is not one of 'expression', 'text', 'label'", wrong
 
 
 async def test_missing_run_unready_run_and_no_key(client, auth, seeded, app) -> None:  # noqa: ANN001
