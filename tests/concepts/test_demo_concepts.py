@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.db import session_scope
 from gateway.domain.auth.service import Principal
 from gateway.domain.concepts.demo import EXPRESSION_NAME, PROBE_NAME, create_demo_concepts
+from gateway.domain.concepts.examples import labelled_documents
+from gateway.domain.concepts.service import run_data
 
 pytestmark = pytest.mark.anyio
 
@@ -26,3 +29,30 @@ async def test_demo_concepts_on_a_run_with_the_demo_labels(app, client, auth, la
     again = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
     assert again == ids
     assert (await client.get("/api/v1/concepts", headers=auth)).json()["total"] == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_the_expression_s_features_are_chosen_on_the_training_split(app, client, auth, labelled_run,  # noqa: ANN001
+                                                                          monkeypatch) -> None:  # noqa: ANN001
+    """Every note the expression's features are chosen from is in the probe's training split: none
+    of the held-out notes its figures are computed on."""
+    from gateway.domain.concepts import demo
+
+    seen: dict[str, list[int]] = {}
+    original = demo.demo_expression
+
+    def recording(space, bronchiolitis, confirmed, suspected):  # noqa: ANN001, ANN202
+        seen.update(bronchiolitis=bronchiolitis.tolist(), confirmed=confirmed.tolist(), suspected=suspected.tolist())
+        return original(space, bronchiolitis, confirmed, suspected)
+
+    monkeypatch.setattr(demo, "demo_expression", recording)
+    ids = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
+    probe = (await client.get(f"/api/v1/concepts/{ids[0]}", headers=auth)).json()
+    with session_scope(app.state.factory) as session:  # the probe's split: the notes it trained on
+        data = run_data(session, app.state.store, labelled_run.run_id)
+        labelled = labelled_documents(session, data.dataset, demo.EXAMPLES)
+    train = set(labelled.positions[labelled.split(demo.EXAMPLES).train].tolist())
+    assert len(train) == probe["metrics"]["n_train"]
+    with_status = {i for i, lab in enumerate(labelled_run.labels) if lab.startswith("bronchiolitis:")}
+    assert set(seen["bronchiolitis"]) == with_status & train  # every training one, no held-out one
+    assert set(seen["confirmed"]) | set(seen["suspected"]) <= train
