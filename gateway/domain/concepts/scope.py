@@ -109,7 +109,7 @@ class SegmentScope:
         positions = np.unique(positions)
         return replace(self, hits=scoped_segments(factory, dataset_id, self, positions), found_for=positions)
 
-    def _known(self, positions: np.ndarray) -> np.ndarray | None:
+    def known(self, positions: np.ndarray) -> np.ndarray | None:
         """The found matching segments of the documents at `positions`, or None if not all were found."""
         if self.hits is None or self.found_for is None or len(positions) == 0:
             return None
@@ -121,7 +121,7 @@ class SegmentScope:
     def matching(self, positions: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Indices (ascending) of the matching segments of the documents at `positions` (ascending,
         unique; `texts` theirs)."""
-        known = self._known(positions)
+        known = self.known(positions)
         if known is not None:
             return known
         lo = np.searchsorted(self.segments.doc, positions, "left")
@@ -153,12 +153,13 @@ def segment_scope(space: SearchSpace, words: Sequence[str] | None) -> SegmentSco
 
 def scoped_segments(factory: Any, dataset_id: int, scope: SegmentScope, positions: np.ndarray) -> np.ndarray:
     """Indices (ascending) of the segments of the documents at `positions` whose text contains a word."""
-    known = scope._known(np.unique(positions))
+    positions = np.unique(positions)
+    known = scope.known(positions)
     if known is not None:
         return known
     hits: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     with session_scope(factory) as session:
-        for batch, texts in texts_at(session, dataset_id=dataset_id, positions=np.unique(positions)):
+        for batch, texts in texts_at(session, dataset_id=dataset_id, positions=positions):
             hits.append(scope.matching(batch, texts))
     return np.concatenate(hits)
 
