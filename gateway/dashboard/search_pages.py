@@ -165,10 +165,24 @@ def quote_label(label: str) -> str:
 
 
 def _by_label(session: SessionDep, run_id: int, prefix: str, words: str) -> list[dict[str, str]]:
+    """One option per shown label: features that share a label share its option (label:"…" reads them
+    all), each unreliable one marked."""
     rows, _ = feature_repo.list_features(session, sae_run_id=run_id, sort="density", limit=SUGGESTIONS, offset=0,
                                          text=words)
-    return [{"value": f'{prefix}label:"{quote_label(best.label)}"', "text": f"F{f.index} · {best.label}"
-             + ("" if best.reliable is not False else " (unreliable)")} for f, best in rows if best is not None]
+    by_label: dict[str, tuple[str, list[int], list[int]]] = {}
+    for f, best in rows:
+        if best is not None:
+            _, indices, unreliable = by_label.setdefault(best.label.strip().casefold(), (best.label, [], []))
+            indices.append(f.index)
+            if best.reliable is False:
+                unreliable.append(f.index)
+    options = []
+    for label, indices, unreliable in by_label.values():
+        mark = "" if not unreliable else " (unreliable)" if len(indices) == 1 else \
+            f" ({', '.join(f'F{i}' for i in unreliable)} unreliable)"
+        options.append({"value": f'{prefix}label:"{quote_label(label)}"',
+                        "text": ", ".join(f"F{i}" for i in indices) + f" · {label}{mark}"})
+    return options
 
 
 def _by_index(session: SessionDep, run_id: int, prefix: str, digits: str) -> list[dict[str, str]]:

@@ -4,8 +4,8 @@
     F12 > 0.3 AND NOT F40            comparisons, AND / OR / NOT (NOT binds tightest, then AND, then OR)
     0.7*F12 + 0.3*F40 >= 0.5         weighted sums
     any(F1, F2, F3) >= 0.2           the largest of several activations
-    label:"bronchiolitis"            the feature whose shown label is this (exact, case-insensitive,
-                                     else the one label containing it)
+    label:"bronchiolitis"            the features whose shown label is this (exact, case-insensitive;
+                                     several: their largest activation), else the one label containing it
     family:7                         any member of family 7 (its largest activation)
     SEGMENT(F1 AND NOT F2)           in one segment (clause or sentence) of the document: F1 and not F2 there
 
@@ -40,7 +40,7 @@ from gateway.search.parser import parse
 
 __all__ = [
     "Expression", "ExpressionError", "FeatureOutOfRange", "Match", "NoSegmentCodes", "SearchSpace", "SegmentCodes",
-    "UnknownFamilyError", "UnknownLabelError", "evaluate", "parse", "resolve_label",
+    "UnknownFamilyError", "UnknownLabelError", "evaluate", "parse", "resolve_labels",
 ]
 
 COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -160,19 +160,19 @@ class _Condition(NamedTuple):
     segment: np.ndarray | None  # int64 [rows]: a matching segment (-1: none), only where mask; None without SEGMENT
 
 
-def resolve_label(space: SearchSpace, label: str, *, line: int = 1, column: int = 1) -> int:
-    """The one feature whose label is `label` (case-insensitive), else the one whose label contains
-    it; none or several → UnknownLabelError with the candidates (closest labels when none)."""
+def resolve_labels(space: SearchSpace, label: str, *, line: int = 1, column: int = 1) -> list[int]:
+    """The features whose label is `label` (case-insensitive; every one of them: several features may
+    share a name, as three "bronchiolite" do in the demo, and `label:` then reads their largest
+    activation, as `family:` does), else the one feature whose label contains it; several containing
+    it or none → UnknownLabelError with the candidates (the closest labels when none)."""
     needle = label.strip().casefold()
     folded = space.folded_labels()
-    exact = [(i, lab) for i, lab, f in folded if f == needle]
-    if len(exact) == 1:
-        return exact[0][0]
-    if len(exact) > 1:
-        raise UnknownLabelError(label, exact, ambiguous=True, line=line, column=column)
+    exact = [i for i, _, f in folded if f == needle]
+    if exact:
+        return exact
     within = [(i, lab) for i, lab, f in folded if needle and needle in f]
     if len(within) == 1:
-        return within[0][0]
+        return [within[0][0]]
     if within:
         within.sort(key=lambda c: (len(c[1]), c[0]))  # the tightest labels first
         raise UnknownLabelError(label, within, ambiguous=True, line=line, column=column)
@@ -212,11 +212,11 @@ class _Evaluator:
                                   line=node.line, column=node.column, expected=[])
         return index
 
-    def reference(self, node: ast.FeatureRef | ast.LabelRef) -> int:
-        """The feature index a reference names (a label resolved)."""
+    def references(self, node: ast.FeatureRef | ast.LabelRef) -> list[int]:
+        """The feature indices a reference names (a label resolved: one or several features)."""
         if isinstance(node, ast.FeatureRef):
-            return node.index
-        return resolve_label(self.space, node.label, line=node.line, column=node.column)
+            return [node.index]
+        return resolve_labels(self.space, node.label, line=node.line, column=node.column)
 
     def check(self, index: int, node: ast.Node) -> int:
         if not 0 <= index < self.space.n_features:
@@ -231,7 +231,10 @@ class _Evaluator:
         if isinstance(node, ast.Num):
             return np.float64(node.value)
         if isinstance(node, (ast.FeatureRef, ast.LabelRef)):
-            return self.column(self.reference(node), node)
+            indices = self.references(node)
+            if len(indices) == 1:
+                return self.column(indices[0], node)
+            return self.space.largest([self.name(i, node) for i in indices])
         if isinstance(node, ast.FamilyRef):
             members = self.space.families.get(node.family_id)
             if members is None:
@@ -252,7 +255,7 @@ class _Evaluator:
         indices, values = [], []
         for item in node.items:  # in order, so features are listed and errors found as written
             if isinstance(item, (ast.FeatureRef, ast.LabelRef)):
-                indices.append(self.name(self.reference(item), item))
+                indices.extend(self.name(i, item) for i in self.references(item))
             else:
                 values.append(self.number(item))
         if indices:

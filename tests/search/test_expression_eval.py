@@ -11,12 +11,12 @@ import scipy.sparse as sp
 
 from gateway.search import ast
 from gateway.search.expressions import (
-    FeatureOutOfRange, SearchSpace, UnknownFamilyError, UnknownLabelError, evaluate, parse, resolve_label,
+    FeatureOutOfRange, SearchSpace, UnknownFamilyError, UnknownLabelError, evaluate, parse, resolve_labels,
 )
 
 N_DOCS, N_FEATURES, K = 400, 24, 4
 LABELS = {0: "Bronchiolitis", 1: "suspected bronchiolitis", 2: "otitis media", 3: "fever", 5: "Fever of unknown origin",
-          7: "wheezing", 9: "cough"}
+          7: "wheezing", 9: "cough", 11: "Cough"}  # F9 and F11 share a name
 FAMILIES = {0: [0, 1, 7], 1: [2], 2: [3, 5, 9, 11], 3: []}
 
 
@@ -36,7 +36,7 @@ def naive(node: ast.Node, acts: dict[int, float], space: SearchSpace) -> tuple[b
     if isinstance(node, ast.FeatureRef):
         return acts.get(node.index, 0.0)
     if isinstance(node, ast.LabelRef):
-        return acts.get(resolve_label(space, node.label), 0.0)
+        return max(acts.get(i, 0.0) for i in resolve_labels(space, node.label))
     if isinstance(node, ast.FamilyRef):
         return max((acts.get(i, 0.0) for i in space.families[node.family_id]), default=0.0)
     if isinstance(node, ast.AnyOf):
@@ -158,19 +158,33 @@ def test_the_brief_examples_on_a_hand_made_case() -> None:
 
 def test_labels_resolve_exactly_then_by_unique_substring() -> None:
     space = SearchSpace(random_codes(0), LABELS, FAMILIES)
-    assert resolve_label(space, "bronchiolitis") == 0  # exact (case-insensitive) beats the longer label
-    assert resolve_label(space, "  FEVER ") == 3
-    assert resolve_label(space, "unknown origin") == 5
+    assert resolve_labels(space, "bronchiolitis") == [0]  # exact (case-insensitive) beats the longer label
+    assert resolve_labels(space, "  FEVER ") == [3]
+    assert resolve_labels(space, "unknown origin") == [5]
     with pytest.raises(UnknownLabelError) as amb:
-        resolve_label(space, "i")
+        resolve_labels(space, "i")
     assert amb.value.ambiguous and (0, "Bronchiolitis") in amb.value.candidates
     with pytest.raises(UnknownLabelError) as unknown:
-        resolve_label(space, "wheezng")
+        resolve_labels(space, "wheezng")
     assert not unknown.value.ambiguous and unknown.value.candidates == [(7, "wheezing")]
-    twins = SearchSpace(random_codes(0), {1: "Cough", 4: "cough"}, {})
-    with pytest.raises(UnknownLabelError) as both:
-        resolve_label(twins, "cough")
-    assert both.value.candidates == [(1, "Cough"), (4, "cough")]
+    with pytest.raises(UnknownLabelError) as part:  # a part of two labels is still ambiguous
+        resolve_labels(SearchSpace(random_codes(0), {1: "dry cough", 4: "wet cough"}, {}), "cough")
+    assert part.value.candidates == [(1, "dry cough"), (4, "wet cough")]
+
+
+def test_a_label_several_features_share_reads_their_largest_activation() -> None:
+    """Three demo features are all named "bronchiolite": label:"bronchiolite" means any of them (as
+    family: does), not an error; an exact name still wins over labels that merely contain it."""
+    codes = sp.csr_matrix(np.array([[0.5, 0, 0, 0], [0, 0.25, 0, 0], [0, 0, 0.75, 0], [0.125, 0.5, 0, 0.875]],
+                                   dtype=np.float32)).tocsc()
+    space = SearchSpace(codes, {0: "Cough", 1: "cough", 2: "night cough", 3: "fever"}, {})
+    assert resolve_labels(space, "cough") == [0, 1]
+    match = evaluate('label:"cough"', space)
+    assert match.mask.tolist() == [True, True, False, True] and match.features == [0, 1]
+    np.testing.assert_array_equal(match.score, np.array([0.5, 0.25, 0, 0.5], dtype=np.float32))
+    assert evaluate('label:"cough" > 0.3', space).mask.tolist() == [True, False, False, True]
+    assert evaluate('any(label:"cough", F3) >= 0.875', space).mask.tolist() == [False, False, False, True]
+    assert evaluate('label:"cough" AND NOT label:"fever"', space).mask.tolist() == [True, True, False, False]
 
 
 def test_errors_name_the_index_family_and_position() -> None:

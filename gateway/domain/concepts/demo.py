@@ -23,7 +23,7 @@ from gateway.domain.auth.service import Principal
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.examples import labelled_documents
 from gateway.domain.concepts.service import create_concept, run_data
-from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_label
+from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_labels
 
 CONFIRMED, SUSPECTED = "bronchiolitis:confirmed", "bronchiolitis:suspected"
 PROBE_NAME = "Confirmed bronchiolitis (probe)"
@@ -38,7 +38,7 @@ def _reference(space: SearchSpace, index: int) -> str:
     label = space.labels.get(index)
     if label and '"' not in label:
         try:
-            if resolve_label(space, label) == index:
+            if resolve_labels(space, label) == [index]:
                 return f'label:"{label}"'
         except UnknownLabelError:
             pass
