@@ -69,3 +69,29 @@ def test_a_run_is_recorded_shard_by_shard(app, monkeypatch) -> None:  # noqa: AN
         by_index = feature_repo.features_by_index(session, sae_run_id=run_id, indices=list(range(7)))
         for index, (_feature, best) in by_index.items():
             assert best is not None and best.label == f"name {index} 1" and best.score == 0.8
+
+
+def test_the_best_of_many_features_is_picked_as_for_one(app) -> None:  # noqa: ANN001
+    """set_best_interpretations (one query per 1,000 features) picks, for each feature, what the
+    rule says: the highest score, unscored ones last, the newest among equals; a feature without
+    any interpretation points at none. Random scores with ties and gaps, queries of 4 features."""
+    import random
+
+    rng = random.Random(0)
+    with session_scope(app.state.factory) as session:
+        ds = add_stub_dataset(session, name="notes", n_documents=4)
+        run_id = add_coded_sae_run(session, app.state.store, dataset_id=ds.id, codes=sp.random(4, 11, density=0.5)).id
+        feats = [f for f, _ in feature_repo.features_by_index(session, sae_run_id=run_id,
+                                                               indices=list(range(11))).values()]
+        expected = {}
+        for f in feats:
+            rows = [InterpretationRow(feature_id=f.id, backend="keywords", label=f"n{j}", evidence={},
+                                      score=rng.choice([None, 0.5, 0.5, 0.7, 0.9]))
+                    for j in range(rng.randint(0, 4))]
+            session.add_all(rows)
+            session.flush()
+            ranked = sorted(rows, key=lambda r: (r.score is not None, r.score or 0.0, r.id), reverse=True)
+            expected[f.id] = ranked[0].id if ranked else None
+        assert None in expected.values() and len(set(expected.values())) > 5
+        feature_repo.set_best_interpretations(session, feats, per_query=4)
+        assert {f.id: f.best_interpretation_id for f in feats} == expected

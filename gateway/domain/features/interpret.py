@@ -132,13 +132,15 @@ def _record_shard(session: Any, sae_run_id: int, records: list[FeatureInterpreta
     """Add one shard's interpretations and re-pick its features' best; flushed, so that the session
     holds none of them afterwards (its identity map keeps clean rows only by weak reference)."""
     by_index = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=[r.feature for r in records])
+    named = []
     for rec in records:
         feat = by_index.get(rec.feature, (None, None))[0]
         if feat is None or not rec.interpretations:
             continue
         session.add_all(interpretation_rows(feat.id, rec))
-        session.flush()
-        feature_repo.set_best_interpretation(session, feature=feat)
+        named.append(feat)
+    session.flush()  # the shard's rows in one flush, their best picked in one query per 1,000 features
+    feature_repo.set_best_interpretations(session, named)
     session.flush()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select
@@ -145,10 +146,22 @@ def features_by_index(session: Session, *, sae_run_id: int, indices: list[int]) 
 
 def set_best_interpretation(session: Session, *, feature: Feature) -> None:
     """Best-of-n: the interpretation with the highest score (unscored ones last, newest first on ties)."""
-    stmt = (select(Interpretation).where(Interpretation.feature_id == feature.id)
-            .order_by(Interpretation.score.is_(None), Interpretation.score.desc(), Interpretation.id.desc()))
-    best = session.scalars(stmt.limit(1)).first()
-    feature.best_interpretation_id = best.id if best else None
+    set_best_interpretations(session, [feature])
+
+
+def set_best_interpretations(session: Session, features: Sequence[Feature], *, per_query: int = 1000) -> None:
+    """`set_best_interpretation` for many features, one query per `per_query` of them (a naming run's
+    shard recorded in a handful of round trips, not two per feature)."""
+    best: dict[int, int] = {}
+    for i in range(0, len(features), per_query):
+        ids = [f.id for f in features[i:i + per_query]]
+        stmt = (select(Interpretation.feature_id, Interpretation.id).where(Interpretation.feature_id.in_(ids))
+                .order_by(Interpretation.feature_id, Interpretation.score.is_(None), Interpretation.score.desc(),
+                          Interpretation.id.desc()))
+        for feature_id, interp_id in session.execute(stmt):
+            best.setdefault(feature_id, interp_id)
+    for f in features:
+        f.best_interpretation_id = best.get(f.id)
 
 
 def interpretations_of(session: Session, *, feature_id: int) -> list[Interpretation]:
