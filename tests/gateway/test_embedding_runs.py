@@ -28,7 +28,8 @@ async def test_embedding_run_end_to_end(app, client, auth) -> None:  # noqa: ANN
     assert run["status"] == "succeeded", run
     assert run["dim"] == 384 and run["n_documents"] == 40 and run["n_chunks"] > 40
     assert run["result"]["chunks_per_doc_histogram"]["1"] == 34
-    job = (await client.get(f"/api/v1/jobs/{run['job_id']}", headers=auth)).json()
+    # the run's row is written by the handler, the job's by the runner right after it: poll the job too
+    job = await wait_done(client, auth, f"/api/v1/jobs/{run['job_id']}", timeout=30)
     assert job["status"] == "succeeded" and job["progress"]["done"] == 40 and job["progress"]["total"] == 40
     shards = [np.load(app.state.store.local_path(s["uri"])) for s in run["result"]["shards"]]
     vectors = np.concatenate(shards)
