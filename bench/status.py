@@ -305,8 +305,6 @@ def user_expression(labels: dict[int, str], topic: tuple[str, ...], cues: tuple[
 
 
 def run_expression(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, out: dict) -> dict | None:
-    from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
-
     with stage(out, "name_segments"):
         labels, out["naming"] = name_on_segments(ds, seg, pooled.segments)
     topic, cues = USER_WORDS[ds.name]
@@ -315,10 +313,20 @@ def run_expression(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, ou
         out["expression_scoped"] = {"skipped": "more than 256 features", **chosen}
         return None
     with stage(out, "expression_scoped"):
-        spans = np.stack([seg.char_start, seg.char_end], axis=1)
-        space = SearchSpace(pooled.documents.tocsc(), labels, {}, SegmentCodes(pooled.segments, seg.position, spans))
-        match = evaluate(expression, space)
+        scored = score_expression(ds, split, seg, pooled.segments, pooled.documents, labels, expression)
     out["expression_scoped"] = {"expression": expression, **chosen}
+    return scored
+
+
+def score_expression(ds: LabelledSet, split: Split, seg: Segments, segment_codes: Any, document_codes: Any,
+                     labels: dict[int, str], expression: str) -> dict:
+    """The expression evaluated by Prisma's evaluator over these codes (SEGMENT(…) on `seg`'s rows),
+    scored on the held-out rows."""
+    from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
+
+    spans = np.stack([seg.char_start, seg.char_end], axis=1)
+    space = SearchSpace(document_codes.tocsc(), labels, {}, SegmentCodes(segment_codes, seg.position, spans))
+    match = evaluate(expression, space)
     return _scored(ds.y[split.test], match.mask[split.test].astype(np.int64))
 
 
@@ -384,22 +392,29 @@ def token_states(ds: LabelledSet, seg: Segments) -> tuple[np.ndarray, np.ndarray
     return x[order], who[order], seconds
 
 
-def run_tokens(ds: LabelledSet, split: Split, seg: Segments, out: dict) -> dict:
+def token_codes(x: np.ndarray, owner: np.ndarray, seg: Segments, split: Split, n_docs: int) -> tuple[dict, Any, Any]:
+    """The token SAE (unit-norm states `x` [T, d] of the segments `owner` [T]; trained on the
+    training rows' tokens, its FVU on at most 50,000 held-out ones) and (its description, codes
+    max-pooled to segments [S, n], then to documents [n_docs, n])."""
     from services.sae.encoding import max_pool_rows
 
+    in_train = np.isin(seg.position[owner], split.train)
+    hold = np.flatnonzero(~in_train)
+    hold = np.random.default_rng(0).choice(hold, min(len(hold), 50_000), replace=False)
+    sae, info = train_sae(x[in_train], x[np.sort(hold)])
+    segment_codes = max_pool_rows(encode_all(sae, x), owner, len(seg.position))
+    return info, segment_codes, max_pool_rows(segment_codes, seg.position, n_docs)
+
+
+def run_tokens(ds: LabelledSet, split: Split, seg: Segments, out: dict) -> dict:
     with stage(out, "embed_tokens"):
         x16, owner, seconds = token_states(ds, seg)
     out["stages"]["embed_tokens"]["embedding_seconds"] = round(seconds, 1)
     with stage(out, "sae_tokens"):
         x = x16.astype(np.float32)
         x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-6)
-        in_train = np.isin(seg.position[owner], split.train)
-        hold = np.flatnonzero(~in_train)
-        hold = np.random.default_rng(0).choice(hold, min(len(hold), 50_000), replace=False)
-        sae, out["sae_tokens"] = train_sae(x[in_train], x[np.sort(hold)])
+        out["sae_tokens"], _, codes = token_codes(x, owner, seg, split, len(ds.texts))
         out["sae_tokens"]["tokens"] = len(x)
-        segment_codes = max_pool_rows(encode_all(sae, x), owner, len(seg.position))
-        codes = max_pool_rows(segment_codes, seg.position, len(ds.texts))
     with stage(out, "probe_tokens"):
         return run_probe(codes, ds, split)
 

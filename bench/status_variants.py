@@ -37,7 +37,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 import status as S  # noqa: E402
 from gateway.domain.concepts.probe import Split, heldout_split  # noqa: E402
 from services.embedder.encoder import tokenize_texts  # noqa: E402
-from services.sae.encoding import encode_all, max_pool_rows  # noqa: E402
 from services.sae.segments import Segments, pooled_codes  # noqa: E402
 from status_data import LabelledSet, demo_set, negex_set  # noqa: E402
 
@@ -114,22 +113,14 @@ def mention_tokens(ds: LabelledSet, split: Split, x_doc: np.ndarray, clause: Seg
 
 
 def token_expression(ds: LabelledSet, split: Split, sent: Segments, x: np.ndarray, owner: np.ndarray) -> dict:
-    from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
-
-    in_train = np.isin(sent.position[owner], split.train)
-    hold = np.flatnonzero(~in_train)
-    hold = np.random.default_rng(0).choice(hold, min(len(hold), 50_000), replace=False)
-    sae, info = S.train_sae(x[in_train], x[np.sort(hold)])
-    seg_codes = max_pool_rows(encode_all(sae, x), owner, len(sent.position)).tocsr()
-    docs = max_pool_rows(seg_codes, sent.position, len(ds.texts))
+    info, seg_codes, docs = S.token_codes(x, owner, sent, split, len(ds.texts))
+    seg_codes = seg_codes.tocsr()
     labels, naming = S.name_on_segments(ds, sent, seg_codes)
     topic, cues = S.USER_WORDS[ds.name]
     expression, chosen = S.user_expression(labels, topic, cues)
-    spans = np.stack([sent.char_start, sent.char_end], axis=1)
-    space = SearchSpace(docs.tocsc(), labels, {}, SegmentCodes(seg_codes, sent.position, spans))
-    match = evaluate(expression, space)
     res: dict[str, Any] = {"fvu_heldout": info["fvu_heldout"], "naming": naming,
-                           "expression_tokens": _f1(S._scored(ds.y[split.test], match.mask[split.test].astype(np.int64))),
+                           "expression_tokens": _f1(S.score_expression(ds, split, sent, seg_codes, docs, labels,
+                                                                       expression)),
                            "topic_features": len(chosen["topic_features"]), "cue_features": len(chosen["cue_features"])}
     if topic:  # how precise, per sentence, is each feature a user finds under the topic's name?
         anchor = re.compile(S.ANCHORS[ds.name], re.IGNORECASE)
