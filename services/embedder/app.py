@@ -11,7 +11,7 @@ from contracts.embed import EmbedRequest, EmbedResponse, ModelInfo
 from contracts.service_security import NO_DOCS, authorized
 from services.embedder.config import EmbedderSettings, get_settings
 from services.embedder.encoder import configure_threads
-from services.embedder.errors import EmbedderInputError, RequestTooLargeError, UnknownModelError
+from services.embedder.errors import EmbedderInputError, ModelFileError, RequestTooLargeError, UnknownModelError
 from services.embedder.models import ModelCache
 from services.embedder.queries import embed_query, model_info
 
@@ -67,7 +67,9 @@ def create_app(settings: EmbedderSettings | None = None, *, models: ModelCache |
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    statuses = ((RequestTooLargeError, 413), (UnknownModelError, 422), (EmbedderInputError, 422))
+    # a shipped model's file broken on this machine is the service's fault, named: 503, not 500
+    statuses = ((RequestTooLargeError, 413), (UnknownModelError, 422), (EmbedderInputError, 422),
+                (ModelFileError, 503))
     for exc_type, status in statuses:
         def handler(_: Request, exc: Exception, status: int = status) -> JSONResponse:
             field = {"field": "model"} if isinstance(exc, UnknownModelError) else {}

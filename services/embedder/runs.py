@@ -79,7 +79,7 @@ def run_embedding(
     configure_threads(settings.threads)
     models = models or ModelCache(device=settings.device, precision=settings.precision,
                                   default_model=settings.default_model, max_models=settings.cached_models)
-    lm = models.get(spec.model, max_length=spec.max_length)
+    lm = models.get(spec.model, max_length=spec.max_length, prompt_name=spec.prompt_name)
     n_docs = snapshot_rows(store, payload.snapshot_uri)
     if n_docs == 0:
         raise EmptyDatasetError(f"dataset snapshot {payload.snapshot_uri!r} has no documents")
@@ -166,6 +166,10 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
     }
     if payload.spec.segments:  # only then: manifests of runs without segments stay as they were
         manifest |= {"segments": True, "segment_unit": payload.spec.segment_unit}
+    if lm.prompt_text:  # likewise for models without prompts
+        manifest |= {"prompt": lm.prompt_text}
+    if lm.provenance:  # a resumed run must use the very same file (its SHA-256)
+        manifest |= {"model_provenance": lm.provenance}
     if store.exists(key):
         found = json.loads(store.read_bytes(key))
         if found != manifest:
@@ -186,6 +190,7 @@ def build_result(
     return EmbedJobResult(
         model=payload.spec.model, model_path=lm.path, dim=lm.dim, max_length=lm.max_length,
         device=str(lm.device), precision=lm.precision, n_documents=n_docs,
+        prompt=lm.prompt_text, model_provenance=lm.provenance,
         n_chunks=int(sum(int(s.n_chunks.sum()) for s in stats)), n_tokens=sum(s.n_tokens for s in stats),
         shards=[s.embeddings for s in stats], chunks=[s.chunks for s in stats],
         segments=[s.segments for s in stats if s.segments is not None],

@@ -35,7 +35,8 @@ def launch_demo(data: Path, port: int, log: Path) -> subprocess.Popen:
     with log.open("wb") as out:  # the child keeps its own descriptor
         return subprocess.Popen([PRISMA, "demo", "--port", str(port), "--n", str(N_NOTES)], cwd=REPO_ROOT,
                                 env=prisma_env(data, PRISMA_LOG_JSON="false", PRISMA_EMBEDDER_THREADS="1",
-                                               PRISMA_SAE_THREADS="1"),
+                                               PRISMA_SAE_THREADS="1",
+                                               PRISMA_EMBEDDER_DEFAULT_MODEL="default"),  # the real default
                                 stdout=out, stderr=subprocess.STDOUT)
 
 

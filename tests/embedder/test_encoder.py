@@ -10,6 +10,7 @@ import torch
 
 from services.embedder.encoder import embed_texts, tokenize_texts
 from services.embedder.models import LoadedModel
+from tests.conftest import MACHINERY_ENCODER
 
 WORDS = ["the", "child", "had", "a", "fever", "and", "cough", "so", "she", "was", "seen", "in", "our", "clinic", "today", "by", "two", "nurses"]
 
@@ -107,10 +108,10 @@ def test_short_document_matches_sentence_transformers(lm: LoadedModel) -> None:
 
 @pytest.fixture(scope="module")
 def bf16(lm: LoadedModel) -> LoadedModel:
-    """The default model in bf16, the precision 'auto' picks on CPUs with native bf16."""
+    """The machinery tests' model in bf16, the precision 'auto' picks on CPUs with native bf16."""
     from services.embedder.models import load_model
 
-    return load_model(None, device=torch.device("cpu"), dtype=torch.bfloat16)
+    return load_model(lm.name, device=torch.device("cpu"), dtype=torch.bfloat16, default_model=MACHINERY_ENCODER)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

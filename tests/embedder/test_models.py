@@ -11,6 +11,7 @@ import torch
 
 from services.embedder.errors import EmbedderInputError, UnknownModelError
 from services.embedder.models import LoadedModel, ModelCache, load_model, resolve_model_path, select_dtype
+from tests.conftest import MACHINERY_ENCODER
 
 
 def test_default_model_reads_sentence_bert_config(lm: LoadedModel) -> None:
@@ -63,7 +64,7 @@ def test_a_path_is_refused_like_any_unknown_name(lm: LoadedModel, tmp_path) -> N
             resolve_model_path(name)
         errors[label] = str(info.value).replace(repr(name), "NAME")
     assert errors["exists"] == errors["missing"]
-    assert "not an allowed model" in errors["exists"] and "default, all-MiniLM-L6-v2" in errors["exists"]
+    assert "not an allowed model" in errors["exists"] and "default, multilingual-e5-small, all-MiniLM-L6-v2" in errors["exists"]
     assert "smollm2" not in errors["exists"]  # a GGUF model is not an embedding model
 
 
@@ -73,7 +74,7 @@ def test_models_are_named_by_the_allowlist_and_the_cache_is_bounded(lm: LoadedMo
     for item in Path(lm.path).iterdir():
         os.symlink(item, copy / item.name)
     monkeypatch.setenv("PRISMA_MODELS", json.dumps({"minilm-copy": str(copy)}))
-    cache = ModelCache(device="cpu", precision="fp32", max_models=1)
+    cache = ModelCache(device="cpu", precision="fp32", max_models=1, default_model=MACHINERY_ENCODER)
     first = cache.get("default")
     second = cache.get("minilm-copy")
     assert second.path == str(copy.resolve()) and first.path != second.path

@@ -19,7 +19,7 @@ async def test_embedding_run_model_is_a_name(client, auth, tmp_path) -> None:  #
         resp = await client.post("/api/v1/embedding-runs", headers=auth, json={"dataset_id": ds.json()["id"], "model": path})
         assert resp.status_code == 422 and resp.json()["field"] == "model", resp.text
         answers.append(resp.json()["detail"].replace(path, "PATH"))
-    assert answers[0] == answers[1] and "default, all-MiniLM-L6-v2" in answers[0] and "smollm2" not in answers[0]
+    assert answers[0] == answers[1] and "default, multilingual-e5-small, all-MiniLM-L6-v2" in answers[0] and "smollm2" not in answers[0]
     assert (await client.get("/api/v1/embedding-runs", headers=auth)).json()["total"] == 0
 
 

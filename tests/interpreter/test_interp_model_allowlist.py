@@ -38,7 +38,7 @@ def test_allowed_names_resolve_to_their_files(monkeypatch) -> None:
     assert llamacpp_model("smollm2-135m-instruct", None) is None  # the shipped package's file
     assert llamacpp_model(None, "qwen") == "/models/qwen2.5-0.5b.gguf"  # the service's configured default
     assert llamacpp_model(None, "/admin/chose.gguf") == "/admin/chose.gguf"
-    assert set(allowed_models("encoder")) == {"default", "all-MiniLM-L6-v2", "bio"}
+    assert set(allowed_models("encoder")) == {"default", "multilingual-e5-small", "all-MiniLM-L6-v2", "bio"}
     assert parse_models("a=/x.gguf, b = hub/id") == {"a": "/x.gguf", "b": "hub/id"}
     for bad in ("{not json", "novalue", '{"bad name!": "/x"}', '{"a": ""}'):
         with pytest.raises(ValueError, match="PRISMA_MODELS"):

@@ -102,7 +102,7 @@ async def in_process_embedder(ctx: JobContext, spec: dict[str, Any]) -> Callable
     from services.embedder.encoder import embed_texts
 
     models = (await embedded_worker_ctx(ctx, "embedder"))["models"]
-    lm = models.get(spec["model"])
+    lm = models.get(spec["model"], prompt_name=spec.get("prompt_name"))
     return lambda texts: embed_texts(lm, texts, pooling=spec["pooling"], normalize=spec["normalize"]).vectors
 
 

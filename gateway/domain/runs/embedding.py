@@ -41,31 +41,37 @@ def check_allowed_model(name: str | None, *, field: str) -> None:
             raise RunInputError(f"{field}: {exc}", field=field) from None
 
 
-async def check_model(services: ServiceClients, spec: EmbeddingRunSpec) -> None:
-    """Ask the embedder to load the model now, so that a wrong name is a 422 here, not a failed job.
-    A name outside the allowlist is refused first, without a call (or the embedder's start-up)."""
+async def check_model(services: ServiceClients, spec: EmbeddingRunSpec) -> EmbeddingRunSpec:
+    """Ask the embedder to load the model now, so that a wrong name is a 422 here, not a failed job;
+    returns the spec with the model's own name for 'default' and the prompt it puts before each
+    chunk, so that the run keeps both if the default changes. A name outside the allowlist is
+    refused first, without a call (or the embedder's start-up)."""
     check_allowed_model(spec.model, field="model")
     try:
-        await services.post("embedder", "/embed", {"texts": ["ok"], "model": spec.model, "pooling": spec.pooling})
+        out = await services.post("embedder", "/embed", {"texts": ["ok"], "model": spec.model, "pooling": spec.pooling,
+                                                         "prompt_name": spec.prompt_name})
     except ServiceError as exc:
-        raise RunInputError(f"model: {exc.detail}", field="model") from None
+        field = "prompt_name" if str(exc.detail).startswith("prompt_name") else "model"
+        raise RunInputError(f"{field}: {exc.detail}", field=field) from None
+    return spec.model_copy(update={"model": out.get("model_name") or spec.model,
+                                   "prompt_name": out.get("prompt_name")})
 
 
 async def create_embedding_run(app_state: Any, body: EmbeddingRunCreate, principal: Principal, request_id: str | None) -> tuple[EmbeddingRun, bool]:
     """The run for this dataset and spec (a new one, or the same work already under way / done)."""
     spec = EmbeddingRunSpec.model_validate(body.model_dump(exclude={"dataset_id"}))
-    spec_json = spec.model_dump(mode="json")
     with session_scope(app_state.factory) as session:
         ds = dataset_repo.get_dataset(session, dataset_id=body.dataset_id)
         if ds is None or not principal.sees(ds.project_id):  # another project's: as if it did not exist
             raise RunInputError(f"dataset_id: dataset {body.dataset_id} does not exist", field="dataset_id")
         if ds.n_documents == 0 or ds.snapshot_artifact_id is None:
             raise RunInputError(f"dataset_id: dataset {body.dataset_id} has no documents", field="dataset_id")
-        existing = repo.find_embedding_run(session, dataset_id=ds.id, spec=spec_json)
-    if existing is not None:
-        return existing, False
-    await check_model(app_state.services, spec)
+    spec = await check_model(app_state.services, spec)
+    spec_json = spec.model_dump(mode="json")
     with session_scope(app_state.factory) as session:
+        existing = repo.find_embedding_run(session, dataset_id=body.dataset_id, spec=spec_json)
+        if existing is not None:
+            return existing, False
         run = repo.add_embedding_run(
             session, dataset_id=body.dataset_id, model=spec.model, pooling=spec.pooling, normalize=spec.normalize,
             max_length=spec.max_length, spec=spec_json, status="queued",

@@ -20,7 +20,7 @@ import asyncio
 import io
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, get_args
 
@@ -64,6 +64,7 @@ class ImportRequest:
     query_pooling: Pooling = "mean"
     segments_path: Path | None = None  # the optional segment vectors (segment_files)
     segments_source: str | None = None
+    query_prompted: bool = False  # the query model has prompts: queries go in as 'query: …'
 
 
 def import_request(fields: dict[str, str], *, path: Path, filename: str | None, segments_path: Path | None = None,
@@ -131,7 +132,7 @@ async def import_embedding_run(app_state: Any, req: ImportRequest, principal: Pr
                                                work_path=seg_work, max_bytes=settings.max_upload_bytes,
                                                normalize=req.normalize)
         if req.query_model is not None:
-            await check_query_model(app_state.services, req, d)
+            req = await check_query_model(app_state.services, req, d)
         run = await asyncio.to_thread(store_run, app_state.factory, app_state.store, req, keys, vectors,
                                       principal, request_id, segments)
     finally:
@@ -171,8 +172,10 @@ def dataset_keys(factory: Any, store: ArtifactStore, dataset_id: int, principal:
                        table.column("external_id").combine_chunks().cast(pa.string()))
 
 
-async def check_query_model(services: ServiceClients, req: ImportRequest, d: int) -> None:
-    """The query model is allowed, loads on the embedder and makes vectors of the upload's dimension."""
+async def check_query_model(services: ServiceClients, req: ImportRequest, d: int) -> ImportRequest:
+    """The query model is allowed, loads on the embedder and makes vectors of the upload's dimension;
+    returns the request with the model's own name for 'default' and whether it has prompts (then
+    queries go in with its 'query' prompt)."""
     check_allowed_model(req.query_model, field="query_model")
     try:
         out = await services.post("embedder", "/embed", {"texts": ["ok"], "model": req.query_model,
@@ -182,6 +185,8 @@ async def check_query_model(services: ServiceClients, req: ImportRequest, d: int
     if out["dim"] != d:
         raise RunInputError(f"query_model: {req.query_model!r} makes {out['dim']}-dimensional vectors, the upload's "
                             f"have {d}", field="query_model")
+    return replace(req, query_model=out.get("model_name") or req.query_model,
+                   query_prompted=bool(out.get("prompt_name")))
 
 
 def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: DatasetKeys, vectors: Vectors,
@@ -191,6 +196,8 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
     spec = {"imported": True, "name": req.name, "source": req.source, "format": vectors.format,
             "id_column": vectors.id_column, "normalize": req.normalize, "shard_size": SHARD_SIZE,
             "query_model": req.query_model, "query_pooling": req.query_pooling if req.query_model else None}
+    if req.query_prompted:
+        spec["query_prompt_name"] = "query"
     if segments is not None:
         spec |= {"segments": True, "segments_source": req.segments_source, "segments_format": segments.format,
                  "segments_id_column": segments.id_column}

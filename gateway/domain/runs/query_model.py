@@ -34,11 +34,16 @@ def is_imported(run: EmbeddingRun) -> bool:
 
 
 def query_embedding(run: EmbeddingRun) -> dict[str, Any]:
-    """The embedder's request fields (model, pooling, normalize) that embed a text as the run's
-    documents were. Raises NoQueryModel (409) for imported vectors without a query model."""
+    """The embedder's request fields (model, pooling, normalize, prompt) that embed a query or a label
+    to meet the run's documents: with a model that has prompts (E5: the run's documents went in as
+    'passage: …'), the 'query' prompt, as the model card asks. Raises NoQueryModel (409) for
+    imported vectors without a query model."""
     if not is_imported(run):
-        return {"model": run.model, "pooling": run.pooling, "normalize": run.normalize}
+        prompt = {"prompt_name": "query"} if (run.spec or {}).get("prompt_name") else {}
+        return {"model": run.model, "pooling": run.pooling, "normalize": run.normalize, **prompt}
     spec = run.spec or {}
     if not spec.get("query_model"):
         raise NoQueryModel(run)
-    return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": run.normalize}
+    prompt = {"prompt_name": spec["query_prompt_name"]} if spec.get("query_prompt_name") else {}
+    return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": run.normalize,
+            **prompt}
