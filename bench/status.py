@@ -171,6 +171,7 @@ def run_probe(codes: Any, ds: LabelledSet, split: Split) -> dict:
 
 # --- embeddings ------------------------------------------------------------------------------
 _MODEL: list[Any] = []
+MODEL_NAME = ["multilingual-e5-small"]  # --model: an allowlist name; cache files are per model
 
 
 def _model() -> Any:
@@ -178,16 +179,21 @@ def _model() -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from services.embedder.models import load_model
 
-        _MODEL.append(load_model("default", device=torch.device("cpu")))
+        _MODEL.append(load_model(MODEL_NAME[0], device=torch.device("cpu")))
     return _MODEL[0]
+
+
+def _cache_key(ds: LabelledSet) -> str:
+    """The texts' hash, with the model's name (MiniLM's cache files keep their old names)."""
+    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
+    return key if MODEL_NAME[0] == "all-MiniLM-L6-v2" else f"{MODEL_NAME[0]}-{key}"
 
 
 def document_vectors(ds: LabelledSet) -> tuple[np.ndarray, float]:
     """[N, 384] Prisma document vectors (cached by the texts' hash) and the seconds they took."""
     from services.embedder.encoder import embed_texts
 
-    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
-    path = CACHE / f"status-{ds.name}-documents-{key}.npz"
+    path = CACHE / f"status-{ds.name}-documents-{_cache_key(ds)}.npz"
     if path.exists():
         with np.load(path) as z:
             return z["x"], float(z["seconds"])
@@ -205,8 +211,7 @@ def segment_vectors(ds: LabelledSet, unit: str = DEFAULT_UNIT) -> tuple[Segments
     and the seconds taken."""
     from services.embedder.segments import embed_segments
 
-    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
-    path = CACHE / f"status-{ds.name}-segments-{unit}-{key}.npz"
+    path = CACHE / f"status-{ds.name}-segments-{unit}-{_cache_key(ds)}.npz"
     if path.exists():
         with np.load(path) as z:
             return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"]), float(z["seconds"])
@@ -275,7 +280,7 @@ def name_on_segments(ds: LabelledSet, seg: Segments, segment_codes: Any) -> tupl
     corpus = segment_corpus(table, [shard], segment_codes.tocsr())
     opts = BackendOptions(backend="keywords")
     namer = Namer(corpus=corpus, backends=[(opts, build_backend(opts, InterpreterSettings()))],
-                  embed_texts=label_embedder(1))
+                  embed_texts=label_embedder(1, MODEL_NAME[0]))
     features = [int(f) for f in np.flatnonzero(corpus.codes.getnnz(axis=0) > 0)]
     t0, records = time.perf_counter(), []
     for i in range(0, len(features), 256):
@@ -365,8 +370,7 @@ def token_states(ds: LabelledSet, seg: Segments) -> tuple[np.ndarray, np.ndarray
     from services.embedder.chunking import chunk_token_windows, pack_batches
     from services.embedder.encoder import build_batch, tokenize_texts
 
-    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
-    path = CACHE / f"status-{ds.name}-tokens-{key}.npz"
+    path = CACHE / f"status-{ds.name}-tokens-{_cache_key(ds)}.npz"
     if path.exists():
         with np.load(path) as z:
             return z["x"], z["owner"], float(z["seconds"])
@@ -494,11 +498,16 @@ def main() -> None:
     parser.add_argument("--sensitivity", default="seed=1,seed=2",
                         help="probe_segments variants, comma-separated name=value ('' for none), e.g. "
                              "seed=1,train_on=segments,expansion_factor=16,k=64")
+    parser.add_argument("--model", default=MODEL_NAME[0],
+                        help="the encoder (an allowlist name); the file keeps the other model's figures "
+                             "under the key `minilm` (or `e5`) for the comparison")
     args = parser.parse_args()
+    MODEL_NAME[0] = args.model
     variants = [v.strip() for v in args.sensitivity.split(",") if v.strip()]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     report: dict[str, Any] = {
+        "model": args.model,
         "demo": run_set(demo_set(), (demo_regex, demo_regex_cues), variants),
         "negex": run_set(negex_set(), (negex_regex, negex_regex_cues), variants),
     }
@@ -506,6 +515,14 @@ def main() -> None:
     report["f1"] = flat_keys(report)
     report["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(),
                          "torch_threads": torch.get_num_threads()}
+    other = "e5" if args.model == "all-MiniLM-L6-v2" else "minilm"
+    if args.out.exists():  # the other model's figures stay beside these
+        before = json.loads(args.out.read_text())
+        if before.get("model", "all-MiniLM-L6-v2") != args.model:
+            report[other] = {k: v for k, v in before.items() if k not in ("minilm", "e5")}
+            report[other].setdefault("model", "all-MiniLM-L6-v2")
+        elif other in before:
+            report[other] = before[other]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report["f1"].items() if k.endswith(".f1")}, indent=1))

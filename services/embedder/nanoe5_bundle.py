@@ -380,3 +380,7 @@ def write_model_files(bundle: Bundle, out: Path, info: dict) -> None:
 def _write_json(path: Path, value: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":  # `make install` builds the directory once, so the first run need not
+    print(ensure_model_dir())
