@@ -27,7 +27,6 @@ from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.features.models import Family, Interpretation
-from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import embedded_worker_ctx, run_service_job
@@ -259,6 +258,3 @@ async def reinterpret_feature(app_state: Any, sae_run_id: int, index: int, body:
         raise RunInputError(f"index: feature {index} cannot be named: {result.skipped}", field="index")
     return await asyncio.to_thread(_store_reinterpretation, app_state.factory, sae_run_id, result, principal,
                                    request_id)
-
-
-HANDLERS[KIND] = interpret_handler
