@@ -6,8 +6,12 @@ from typing import Annotated
 
 import typer
 
+from gateway import embedded
 from gateway.cli.common import console
 from gateway.config import get_settings
+
+WORKER_MODULES = {"gateway": "gateway.worker", **embedded.WORKER_MODULES}
+SERVICE_NAMES = embedded.SERVICE_NAMES
 
 
 def serve(
@@ -38,11 +42,6 @@ def serve(
                 access_log=False)
 
 
-WORKER_MODULES = {"gateway": "gateway.worker", "embedder": "services.embedder.worker", "sae": "services.sae.worker",
-                  "interpreter": "services.interpreter.worker"}
-SERVICE_NAMES = ("embedder", "sae", "interpreter")
-
-
 def worker(
     queue: Annotated[str, typer.Argument(help="gateway | embedder | sae | interpreter")],
     check: Annotated[bool, typer.Option("--check", help="Exit 0 if a worker of QUEUE is alive (health check).")] = False,
@@ -55,7 +54,8 @@ def worker(
     if queue not in WORKER_MODULES:
         console.print(f"[red]unknown queue {queue!r}[/]: choose one of {', '.join(WORKER_MODULES)}")
         raise typer.Exit(2)
-    settings_cls = importlib.import_module(WORKER_MODULES[queue]).WorkerSettings
+    module = importlib.import_module("gateway.worker") if queue == "gateway" else embedded.worker_module(queue)
+    settings_cls = module.WorkerSettings
     if check:
         raise typer.Exit(check_health(settings_cls))
     from gateway.leased_worker import leased_worker
@@ -72,8 +72,6 @@ def service(
     port: Annotated[int, typer.Option(help="Port.")] = 8001,
 ) -> None:
     """Serve a service's HTTP app (distributed mode; the gateway reaches it by PRISMA_<NAME>_URL)."""
-    import importlib
-
     import uvicorn
 
     if name not in SERVICE_NAMES:
@@ -81,12 +79,12 @@ def service(
         raise typer.Exit(2)
     from contracts.service_security import InsecureBind, check_bind
 
-    token = importlib.import_module(f"services.{name}.config").get_settings().service_token
+    token = embedded.service_settings(name).service_token
     try:
         check_bind(name, host, token.get_secret_value() if token else None)
     except InsecureBind as exc:
         console.print(f"[red]{exc}[/]")
         raise typer.Exit(2) from None
-    application = importlib.import_module(f"services.{name}.app").create_app()
+    application = embedded.service_app(name)
     console.print(f"Prisma {name} service on http://{host}:{port}")
     uvicorn.run(application, host=host, port=port, log_level="warning")
