@@ -17,7 +17,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.prisma-installed
 PYTEST_ARGS ?=
 
-.PHONY: install lock llama-wheel demo test services chromium compose-cli lint bench clean
+.PHONY: install lock llama-wheel demo test screenshots services chromium compose-cli lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -109,6 +109,12 @@ compose-cli:
 
 test: install services chromium compose-cli
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
+
+# The README's pictures, docs/screenshots/*.png, taken by the demo tour (tests/browser/test_demo_tour.py);
+# `make test` takes the same ones into a temporary folder and leaves these alone.
+screenshots: install chromium
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PRISMA_README_SCREENSHOTS=$(CURDIR)/docs/screenshots \
+	  $(BIN)/python -m pytest tests/browser/test_demo_tour.py $(PYTEST_ARGS)
 
 demo: install
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PRISMA_LOG_JSON=false $(BIN)/prisma demo

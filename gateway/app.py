@@ -28,6 +28,7 @@ from gateway.deps import CurrentKey, NotAuthenticated
 from gateway.domain.auth.accounts import AccountError
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.datasets.parsing import DatasetInputError
+from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import ArqRunner, InProcessRunner, JobDeps
 from gateway.domain.runs.errors import RunInputError
 from gateway.logging import configure_logging
@@ -121,7 +122,7 @@ def _init_state(app: FastAPI, settings: GatewaySettings) -> None:
     if settings.redis_url:
         app.state.runner = ArqRunner(settings.redis_url)
     else:
-        runner = InProcessRunner(deps)
+        runner = InProcessRunner(deps, HANDLERS)
         resumed = runner.resume_unfinished()
         if resumed:
             log.info("resumed unfinished jobs", extra={"count": resumed})

@@ -9,16 +9,15 @@ one code path serves both.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json as jsonlib
 from typing import Any
 
 import aiohttp
 import httpx
 
+from gateway import embedded
 from gateway.config import GatewaySettings
-
-SERVICE_NAMES = ("embedder", "sae", "interpreter")
+from gateway.embedded import SERVICE_NAMES
 
 
 class ServiceUnavailable(RuntimeError):
@@ -56,8 +55,7 @@ class ServiceClients:
             if url:
                 self._clients[service] = httpx.AsyncClient(base_url=url, headers=headers, timeout=120.0)
             else:
-                app = importlib.import_module(f"services.{service}.app").create_app(
-                    self._embedded_settings(service), **self._embedded_peers(service))
+                app = embedded.service_app(service, self._embedded_settings(service), **self._embedded_peers(service))
                 transport = httpx.ASGITransport(app=app)
                 self._clients[service] = httpx.AsyncClient(
                     transport=transport, base_url=f"http://{service}", headers=headers, timeout=None
@@ -70,9 +68,7 @@ class ServiceClients:
 
     def _embedded_settings(self, service: str) -> Any:
         """The service's own settings, with the gateway's artifact root: one store in one process."""
-        config = importlib.import_module(f"services.{service}.config")
-        cls = type(config.get_settings())
-        return cls(artifact_root=self.settings.artifact_root)
+        return embedded.service_settings(service, artifact_root=self.settings.artifact_root)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.settings.service_token}"} if self.settings.service_token else {}

@@ -15,6 +15,7 @@ from artifacts import ArtifactStore
 from gateway.config import get_settings
 from gateway.db import session_factory
 from contracts.jobs import dump_job_data, load_job_data
+from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobDeps, execute_job
 from gateway.logging import configure_logging
 from gateway.services import ServiceClients
@@ -38,7 +39,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 async def run_job(ctx: dict[str, Any], job_id: str) -> None:
     """Run one job of the job table (its row says what kind and with what payload)."""
-    await execute_job(job_id, ctx["deps"])
+    await execute_job(job_id, ctx["deps"], HANDLERS)
 
 
 def _redis_settings() -> RedisSettings:

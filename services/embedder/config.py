@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from services.settings import ServiceSettings, artifact_root_field, service_token_field
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
 
-class EmbedderSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PRISMA_EMBEDDER_", extra="ignore", populate_by_name=True)
+class EmbedderSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="PRISMA_EMBEDDER_")
 
     device: str = Field(default="auto", description="'auto' (cuda when present, else cpu), 'cpu', 'cuda', 'cuda:1'.")
     precision: Precision = Field(
@@ -39,23 +40,8 @@ class EmbedderSettings(BaseSettings):
         "there), 65536 on GPU.",
     )
     max_batch_size: int = Field(default=1024, ge=1, description="Chunks per forward batch at most.")
-    service_token: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("PRISMA_EMBEDDER_SERVICE_TOKEN", "PRISMA_SERVICE_TOKEN", "service_token"),
-        description="If set, every route but /health requires `Authorization: Bearer <token>`.",
-    )
-    redis_url: str = Field(
-        default="redis://127.0.0.1:6379/0",
-        validation_alias=AliasChoices("REDIS_URL", "PRISMA_REDIS_URL", "redis_url"),
-        description="Redis of the arq queues (worker only).",
-    )
-    artifact_root: str = Field(
-        default="data/artifacts",
-        validation_alias=AliasChoices(
-            "PRISMA_EMBEDDER_ARTIFACT_ROOT", "ARTIFACT_ROOT", "PRISMA_ARTIFACT_ROOT", "artifact_root"
-        ),
-        description="fsspec URI (or local directory) of the artifact store, the same as the gateway's.",
-    )
+    service_token: SecretStr | None = service_token_field("PRISMA_EMBEDDER_")
+    artifact_root: str = artifact_root_field("PRISMA_EMBEDDER_")
     progress_interval_s: float = Field(default=1.0, ge=0, description="Seconds between progress reports.")
     helpers: int = Field(
         default=3, ge=0,
@@ -68,12 +54,6 @@ class EmbedderSettings(BaseSettings):
         "taken over after it.",
     )
     claim_poll_s: float = Field(default=1.0, gt=0, description="Seconds between looks at shards other workers hold.")
-
-    @model_validator(mode="after")
-    def _resolve_root(self) -> EmbedderSettings:
-        if "://" not in self.artifact_root:
-            self.artifact_root = Path(self.artifact_root).expanduser().resolve().as_uri()
-        return self
 
 
 @lru_cache

@@ -3,32 +3,18 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from services.settings import ServiceSettings, artifact_root_field, service_token_field
 
 
-class InterpreterSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PRISMA_INTERPRETER_", extra="ignore", populate_by_name=True)
+class InterpreterSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="PRISMA_INTERPRETER_")
 
-    service_token: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("PRISMA_INTERPRETER_SERVICE_TOKEN", "PRISMA_SERVICE_TOKEN", "service_token"),
-        description="If set, every route but /health requires `Authorization: Bearer <token>`; also sent "
-        "to the embedder.",
-    )
-    redis_url: str = Field(
-        default="redis://127.0.0.1:6379/0",
-        validation_alias=AliasChoices("REDIS_URL", "PRISMA_REDIS_URL", "redis_url"),
-        description="Redis of the arq queues (worker only).",
-    )
-    artifact_root: str = Field(
-        default="data/artifacts",
-        validation_alias=AliasChoices("PRISMA_INTERPRETER_ARTIFACT_ROOT", "ARTIFACT_ROOT", "PRISMA_ARTIFACT_ROOT",
-                                      "artifact_root"),
-        description="fsspec URI (or local directory) of the artifact store, the same as the gateway's.",
-    )
+    service_token: SecretStr | None = service_token_field("PRISMA_INTERPRETER_", note="also sent to the embedder")
+    artifact_root: str = artifact_root_field("PRISMA_INTERPRETER_")
     embedder_url: str = Field(
         default="http://127.0.0.1:8001",
         description="The embedder service (POST /embed) that embeds labels for the embedding scorer.",
@@ -55,12 +41,6 @@ class InterpreterSettings(BaseSettings):
     cached_corpora: int = Field(default=2, ge=1, description="Corpora (vectors + codes) kept loaded by the HTTP app.")
     job_timeout_s: int = Field(default=24 * 3600, ge=60, description="arq job timeout.")
     progress_ttl_s: int = Field(default=7 * 24 * 3600, ge=60, description="Lifetime of progress keys in Redis.")
-
-    @model_validator(mode="after")
-    def _resolve_root(self) -> InterpreterSettings:
-        if "://" not in self.artifact_root:
-            self.artifact_root = Path(self.artifact_root).expanduser().resolve().as_uri()
-        return self
 
 
 @lru_cache

@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from services.settings import ServiceSettings, artifact_root_field, service_token_field
 
 
-class SaeSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PRISMA_SAE_", extra="ignore", populate_by_name=True)
+class SaeSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="PRISMA_SAE_")
 
-    service_token: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("PRISMA_SAE_SERVICE_TOKEN", "PRISMA_SERVICE_TOKEN", "service_token"),
-        description="If set, every route but /health requires `Authorization: Bearer <token>`.",
-    )
-    redis_url: str = Field(
-        default="redis://127.0.0.1:6379/0",
-        validation_alias=AliasChoices("REDIS_URL", "PRISMA_REDIS_URL", "redis_url"),
-        description="Redis of the arq queues (worker only).",
-    )
-    artifact_root: str = Field(
-        default="data/artifacts",
-        validation_alias=AliasChoices("PRISMA_SAE_ARTIFACT_ROOT", "ARTIFACT_ROOT", "PRISMA_ARTIFACT_ROOT",
-                                      "artifact_root"),
-        description="fsspec URI (or local directory) of the artifact store, the same as the gateway's.",
-    )
+    service_token: SecretStr | None = service_token_field("PRISMA_SAE_")
+    artifact_root: str = artifact_root_field("PRISMA_SAE_")
     max_vectors: int = Field(default=1024, ge=1, description="Vectors per POST /encode request.")
     cached_saes: int = Field(
         default=4, ge=1,
@@ -38,12 +25,6 @@ class SaeSettings(BaseSettings):
     )
     progress_ttl_s: int = Field(default=7 * 24 * 3600, ge=60, description="Lifetime of progress keys in Redis.")
     threads: int | None = Field(default=None, ge=1, description="torch intra-op threads; None: torch's default.")
-
-    @model_validator(mode="after")
-    def _resolve_root(self) -> SaeSettings:
-        if "://" not in self.artifact_root:
-            self.artifact_root = Path(self.artifact_root).expanduser().resolve().as_uri()
-        return self
 
 
 @lru_cache

@@ -16,7 +16,8 @@ import scipy.sparse as sp
 
 from artifacts import ArtifactStore
 from contracts.artifacts import ArtifactInfo
-from services.sae.encoding import encode_all, max_pool_rows, save_sparse
+from contracts.sparse import max_pool_rows
+from services.sae.encoding import encode_all, save_sparse
 from services.sae.model import TopKSae
 
 

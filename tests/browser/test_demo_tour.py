@@ -2,13 +2,17 @@
 corpus, started once per session: the `demo` fixture): log in, open a feature from the list, see
 its histogram and documents, open its family, run an expression search from it, fill the
 New-concept form, open a concept and export its CSV — every page without console errors. The
-README's screenshots (docs/screenshots/) are taken here."""
+README's screenshots are taken here: into docs/screenshots/ by `make screenshots`, into a temporary
+folder otherwise (the suite leaves the work tree as it found it)."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
 import re
+import tempfile
+from functools import cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,16 +20,21 @@ import httpx
 import pytest
 
 from tests.browser.test_dashboard_embedding import login
-from tests.live import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-README_SHOTS = REPO_ROOT / "docs" / "screenshots"
+
+
+@cache
+def readme_shots() -> Path:
+    """PRISMA_README_SCREENSHOTS (`make screenshots`: docs/screenshots), else a temporary folder."""
+    named = os.environ.get("PRISMA_README_SCREENSHOTS")
+    return Path(named) if named else Path(tempfile.mkdtemp(prefix="prisma-readme-screenshots-"))
 
 
 def readme_shot(page, name: str) -> None:  # noqa: ANN001
-    """The visible window (what a reader of the README sees first), as docs/screenshots/<name>.png."""
-    README_SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(README_SHOTS / f"{name}.png"))
+    """The visible window (what a reader of the README sees first), as <readme_shots()>/<name>.png."""
+    readme_shots().mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(readme_shots() / f"{name}.png"))
 
 
 def test_demo_tour(page, demo) -> None:  # noqa: ANN001

@@ -7,15 +7,12 @@ them, and gives them every key and dataset of an install from before users exist
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
 from gateway.domain.auth import repo
 from gateway.domain.auth.models import ROLES, Project, User
-
-if TYPE_CHECKING:  # the service imports this module
-    from gateway.domain.auth.service import Principal
+from gateway.domain.auth.principal import Principal
 
 ADMIN_USER = "admin"
 DEFAULT_PROJECT = "default"

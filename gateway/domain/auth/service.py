@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,38 +16,14 @@ from sqlalchemy.orm import Session
 
 from gateway.db import utcnow
 from gateway.domain.auth import repo
+from gateway.domain.auth.accounts import AccountError, admin_user
 from gateway.domain.auth.models import ApiKey, User
+from gateway.domain.auth.principal import Principal
 
 KEY_SCHEME = "prisma"
 LAST_USED_GRANULARITY = timedelta(minutes=1)
 """`last_used_at` is written at most once a minute per key (as GitHub's "last used" is coarse): a
 write on every request would make concurrent requests with one key queue on that row's lock."""
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the key's id and name (the actor of audit events), its user's role, and the
-    projects it may see. The command line and the demo act as `Principal(None, name)`: an administrator."""
-
-    key_id: int | None
-    name: str
-    role: str = "admin"
-    read_only: bool = False
-    project_ids: frozenset[int] | None = None
-    """The projects whose datasets (and what derives from them) this caller sees; None: every one (admins)."""
-    user_id: int | None = None
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
-
-    @property
-    def can_write(self) -> bool:
-        """Create, run, change, delete: an editor or an admin, with a key that is not read-only."""
-        return self.role in ("admin", "editor") and not self.read_only
-
-    def sees(self, project_id: int | None) -> bool:
-        return self.project_ids is None or project_id in self.project_ids
 
 
 def principal_of(session: Session, key: ApiKey) -> Principal:
@@ -89,8 +64,6 @@ def create_key(
 ) -> tuple[ApiKey, str]:
     """Create a key for `user` (default: the built-in administrator, `admin`); returns the row and
     the plain key, which is never stored."""
-    from gateway.domain.auth.accounts import AccountError, admin_user
-
     name = name.strip()
     if not name:
         raise ValueError("name: must not be empty")

@@ -26,7 +26,6 @@ from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import top_contributions
 from gateway.domain.concepts.scope import probe_codes, segment_scope
 from gateway.domain.concepts.service import get_or_404, match_expression, probe_probability, probe_weights, run_data
-from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import RateMeter, submit
 
@@ -137,6 +136,3 @@ def _merge(ctx: JobContext, job: ConceptApplyJob, keys: list[str], n_docs: int) 
 
 async def apply_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     return await asyncio.to_thread(apply_concept, ctx, ConceptApplyJob.model_validate(payload))
-
-
-HANDLERS[KIND] = apply_handler

@@ -14,26 +14,21 @@ match, for both): words and features on the same unit. All are scored with the s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from contracts.concepts import Examples
 from gateway.db import session_scope
 from gateway.domain.concepts.examples import Labelled
 from gateway.domain.concepts.probe import binary_metrics
-from gateway.domain.datasets.models import Document
-
-if TYPE_CHECKING:  # scope.py reads texts with texts_at; the baseline only calls the scope it is given
-    from gateway.domain.concepts.scope import SegmentScope
+from gateway.domain.concepts.scope import SegmentScope
+from gateway.domain.concepts.texts import texts_at
 
 MAX_TFIDF_TRAIN = 50_000  # training texts for TF-IDF; more are sampled down (seeded)
-TEXT_BATCH = 1000  # positions per query (bounded IN lists)
 
 
 def label_stem(word: str) -> str:
@@ -51,16 +46,6 @@ def regex_pattern(positive_labels: list[str]) -> str | None:
             if word and (stem := re.escape(label_stem(word))) not in stems:
                 stems.append(stem)
     return "|".join(stems) or None
-
-
-def texts_at(session: Session, *, dataset_id: int, positions: np.ndarray) -> Iterator[tuple[np.ndarray, list[str]]]:
-    """(positions, texts) in batches of TEXT_BATCH, in the order given (ascending)."""
-    for start in range(0, len(positions), TEXT_BATCH):
-        batch = positions[start : start + TEXT_BATCH]
-        stmt = select(Document.position, Document.text).where(
-            Document.dataset_id == dataset_id, Document.position.in_([int(p) for p in batch]))
-        found = dict(session.execute(stmt).all())
-        yield batch, [found.get(int(p)) or "" for p in batch]
 
 
 def _figures(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from contracts.sparse import max_pool_rows
 from gateway.db import session_scope
-from gateway.domain.concepts.baselines import texts_at
 from gateway.domain.concepts.errors import ConceptInputError
+from gateway.domain.concepts.texts import texts_at
 from gateway.search.expressions import SearchSpace, SegmentCodes
-from services.sae.encoding import max_pool_rows
 
 
 def _occurrences(text: str, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

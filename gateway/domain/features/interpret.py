@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
@@ -21,16 +19,16 @@ from contracts.interpret import (BackendOptions, CorpusRef, FamilyLabel, Feature
                                  ReinterpretOut, ReinterpretRequest, ScoringConfig)
 from contracts.runs import InterpretationOut
 from contracts.sae import FeatureFamily
+from gateway import embedded
 from gateway.db import refresh_statistics, session_scope
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.features.models import Family, Interpretation
-from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import submit
-from gateway.domain.jobs.service_jobs import embedded_worker_ctx, run_service_job
+from gateway.domain.jobs.service_jobs import run_service_job
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import EmbeddingRun
@@ -97,15 +95,6 @@ def corpus_ref(ctx_factory: Any, sae_run_id: int) -> tuple[CorpusRef, list[Featu
         return ref, run_families(session, sae_run_id), query_embedding(emb)
 
 
-async def in_process_embedder(ctx: JobContext, spec: dict[str, Any]) -> Callable[[list[str]], np.ndarray]:
-    """Embedded mode: label texts embedded by the embedding run's own model, in this process."""
-    from services.embedder.encoder import embed_texts
-
-    models = (await embedded_worker_ctx(ctx, "embedder"))["models"]
-    lm = models.get(spec["model"], prompt_name=spec.get("prompt_name"))
-    return lambda texts: embed_texts(lm, texts, pooling=spec["pooling"], normalize=spec["normalize"]).vectors
-
-
 def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRunResult) -> None:
     """Store every interpretation and point each feature at its best, one shard at a time (a shard's
     records and features in memory, not the run's: 12,288 features' records are hundreds of MB);
@@ -163,7 +152,7 @@ async def interpret_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[st
     svc = InterpretRunPayload(run_id=job.sae_run_id, corpus=ref, artifact_prefix=f"sae-runs/{job.sae_run_id}/interpret-{ctx.job_id}",
                               features=job.request.features, backends=with_backends(job.request, "keywords").backends,
                               families=families)
-    extra = {} if ctx.arq_pool is not None else {"embed_texts": await in_process_embedder(ctx, spec)}
+    extra = {} if ctx.arq_pool is not None else {"embed_texts": await embedded.label_embedder(spec)}
     raw = await run_service_job(ctx, "interpreter", "interpret_run", svc.model_dump(mode="json"), in_process_ctx=extra)
     result = InterpretRunResult.model_validate(raw)
     await asyncio.to_thread(record_interpretations, ctx, job.sae_run_id, result)
@@ -259,6 +248,3 @@ async def reinterpret_feature(app_state: Any, sae_run_id: int, index: int, body:
         raise RunInputError(f"index: feature {index} cannot be named: {result.skipped}", field="index")
     return await asyncio.to_thread(_store_reinterpretation, app_state.factory, sae_run_id, result, principal,
                                    request_id)
-
-
-HANDLERS[KIND] = interpret_handler

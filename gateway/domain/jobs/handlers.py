@@ -1,24 +1,20 @@
-"""Job kinds and their handlers; each handler is the gateway's side of one pipeline stage.
+"""The job registry: every job kind the gateway runs, and the stage handler that runs it.
 
-Stage modules add themselves to HANDLERS when imported; `registered()` imports them all,
-lazily, so that this module imports none of them at load time (no import cycles).
+Each handler is the gateway's side of one pipeline stage. This module imports the stages; the
+stages and the runner import nothing of it (the worker and the app hand `HANDLERS` to the runner).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from gateway.domain.concepts import apply
+from gateway.domain.features import interpret
+from gateway.domain.jobs.runner import Handler
+from gateway.domain.runs import embedding, sae, sae_import
 
-if TYPE_CHECKING:
-    from gateway.domain.jobs.runner import Handler
-
-HANDLERS: dict[str, Handler] = {}
-
-
-def registered() -> dict[str, Handler]:
-    import gateway.domain.concepts.apply  # noqa: F401
-    import gateway.domain.features.interpret  # noqa: F401
-    import gateway.domain.runs.embedding  # noqa: F401
-    import gateway.domain.runs.sae  # noqa: F401
-    import gateway.domain.runs.sae_import  # noqa: F401
-
-    return HANDLERS
+HANDLERS: dict[str, Handler] = {
+    embedding.KIND: embedding.embedding_run_handler,
+    sae.KIND: sae.sae_run_handler,
+    sae_import.KIND: sae_import.sae_import_handler,
+    interpret.KIND: interpret.interpret_handler,
+    apply.KIND: apply.apply_handler,
+}

@@ -1,7 +1,8 @@
 """Running jobs: in-process (embedded mode) or through arq on Redis (distributed mode).
 
-Both run the same `execute_job`, which dispatches on the job's kind to a handler from
-`gateway.domain.jobs.handlers` and records every transition in the job table.
+Both run the same `execute_job`, which dispatches on the job's kind to a handler of the mapping
+it is given (the registry, `gateway.domain.jobs.handlers`, which the worker and the app pass in)
+and records every transition in the job table.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -67,15 +68,13 @@ class JobDeps:
     arq_pool: Any = None
 
 
-async def execute_job(job_id: str, deps: JobDeps) -> None:
-    from gateway.domain.jobs.handlers import registered
-
+async def execute_job(job_id: str, deps: JobDeps, handlers: Mapping[str, Handler]) -> None:
     recorder = JobRecorder(deps.factory, job_id)
     job = await asyncio.to_thread(recorder.start)
     if job is None:
         log.info("job skipped: already finished or cancelled", extra={"job_id": job_id})
         return
-    handler = registered().get(job.kind)
+    handler = handlers.get(job.kind)
     ctx = JobContext(job_id, deps.settings, deps.factory, deps.store, deps.services, recorder, deps.arq_pool)
     log.info("job started", extra={"job_id": job_id, "kind": job.kind, "attempt": job.attempts})
     try:
@@ -104,8 +103,9 @@ class JobRunner(Protocol):
 class InProcessRunner:
     """Embedded mode: one background thread with its own event loop runs jobs one at a time."""
 
-    def __init__(self, deps: JobDeps) -> None:
+    def __init__(self, deps: JobDeps, handlers: Mapping[str, Handler]) -> None:
         self.deps = deps
+        self.handlers = handlers
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="prisma-jobs", daemon=True)
         self._thread.start()
@@ -114,7 +114,7 @@ class InProcessRunner:
 
     async def _run_serially(self, job_id: str) -> None:
         async with self._lock:
-            await execute_job(job_id, self.deps)
+            await execute_job(job_id, self.deps, self.handlers)
 
     async def enqueue(self, job: Job) -> None:
         self.futures[job.id] = asyncio.run_coroutine_threadsafe(self._run_serially(job.id), self.loop)

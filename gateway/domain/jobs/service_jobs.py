@@ -2,23 +2,21 @@
 
 Distributed mode: the job goes to the service's arq queue; progress comes back through the
 Redis key the service worker writes (`prisma:progress:<arq job id>`) and is copied to the job
-table. Embedded mode: the service's own worker function runs in this process, with a
-`report` callback in its ctx instead of Redis — the same function either way.
+table. Embedded mode: the service's own worker function runs in this process (`gateway.embedded`),
+with a `report` callback in its ctx instead of Redis — the same function either way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 from typing import Any
 
 from contracts.jobs import Progress, load_job_data, progress_key
+from gateway import embedded
 from gateway.domain.jobs.runner import JobContext
 from gateway.leased_worker import REDIS_DOWN
 
 POLL_S = 0.5
-_embedded_ctx: dict[str, dict[str, Any]] = {}
-_embedded_lock = asyncio.Lock()
 
 
 class ServiceJobFailed(RuntimeError):
@@ -35,26 +33,13 @@ async def run_service_job(
     return await _run_in_process(ctx, service, function, payload, in_process_ctx or {})
 
 
-async def embedded_worker_ctx(ctx: JobContext, service: str) -> dict[str, Any]:
-    """The service worker's start-up, run once per process (models load once)."""
-    async with _embedded_lock:
-        if service not in _embedded_ctx:
-            module = importlib.import_module(f"services.{service}.worker")
-            wctx: dict[str, Any] = {}
-            await module.startup(wctx)
-            _embedded_ctx[service] = wctx
-    return _embedded_ctx[service]
-
-
 async def _run_in_process(
     ctx: JobContext, service: str, function: str, payload: dict[str, Any], extra: dict[str, Any],
 ) -> dict[str, Any]:
-    module = importlib.import_module(f"services.{service}.worker")
-    base = await embedded_worker_ctx(ctx, service)
     # The gateway's store: in embedded mode every component shares one artifact root.
-    wctx = {**base, "store": ctx.store, "job_id": ctx.job_id, "report": ctx.report,
-            "should_stop": ctx.recorder.cancel_requested, **extra}
-    return await getattr(module, function)(wctx, payload)
+    job_ctx = {"store": ctx.store, "job_id": ctx.job_id, "report": ctx.report,
+               "should_stop": ctx.recorder.cancel_requested, **extra}
+    return await embedded.run_worker_function(service, function, payload, job_ctx)
 
 
 async def _run_on_queue(ctx: JobContext, service: str, function: str, payload: dict[str, Any]) -> dict[str, Any]:

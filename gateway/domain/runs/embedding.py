@@ -14,7 +14,6 @@ from gateway.db import session_scope, utcnow
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
-from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
@@ -117,6 +116,3 @@ async def embedding_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dic
     await asyncio.to_thread(text_index.build_after_run, ctx.factory, ctx.store, ctx.settings, job.run_id)
     return {"run_id": job.run_id, "n_documents": result.n_documents, "n_chunks": result.n_chunks,
             "shards_computed": result.shards_computed, "shards_reused": result.shards_reused}
-
-
-HANDLERS[KIND] = embedding_run_handler

@@ -21,7 +21,6 @@ from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.scope import visible
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.features import repo as feature_repo
-from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
@@ -157,6 +156,3 @@ async def sae_run_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str,
     job = SaeRunJob.model_validate(payload)
     svc_payload = await asyncio.to_thread(_prepare, ctx, job.run_id)
     return await drive_sae_service(ctx, job.run_id, "sae_train", svc_payload)
-
-
-HANDLERS[KIND] = sae_run_handler

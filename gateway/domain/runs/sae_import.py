@@ -20,7 +20,6 @@ from contracts.sae import SaeConfig, SaeImportPayload
 from gateway.db import session_scope
 from gateway.domain.auth.scope import visible
 from gateway.domain.auth.service import Principal, audit
-from gateway.domain.jobs.handlers import HANDLERS
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
@@ -125,6 +124,3 @@ async def sae_import_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[s
     train = await asyncio.to_thread(_prepare, ctx, job.run_id)
     svc_payload: BaseModel = SaeImportPayload(**train.model_dump(), source_prefix=f"sae-runs/{job.run_id}/upload")
     return await drive_sae_service(ctx, job.run_id, "sae_import", svc_payload)
-
-
-HANDLERS[KIND] = sae_import_handler
