@@ -185,6 +185,11 @@ class EmbedJobResult(BaseModel):
         description="Segment shards in order (.npz, arrays as SEGMENT_ARRAYS); empty unless spec.segments.",
     )
     n_segments: int = Field(default=0, description="Segments over all documents (0 unless spec.segments).")
+    n_segments_computed: int = Field(default=0, description="Segments of the shards this invocation computed.")
+    n_segments_embedded: int = Field(
+        default=0, description="Of those, the ones the model embedded: each distinct text (after the tokenizer's "
+        "normalisation) once per run; a repeat gets its first copy's vector, the same bit for bit.",
+    )
     seconds: float = Field(description="Wall time of this invocation.")
     docs_per_s: float = Field(description="Documents computed (not reused) per second in this invocation.")
     tokens_per_s: float = Field(description="Tokens computed per second in this invocation.")
