@@ -80,7 +80,7 @@ def run_embedding(
     configure_threads(settings.threads)
     models = models or ModelCache(device=settings.device, precision=settings.precision,
                                   default_model=settings.default_model, max_models=settings.cached_models)
-    lm = models.get(spec.model, max_length=spec.max_length, prompt_name=spec.prompt_name)
+    lm = models.get(spec.model, max_length=spec.max_length, prompt_name=spec.prompt_name, precision=spec.precision)
     n_docs = snapshot_rows(store, payload.snapshot_uri)
     if n_docs == 0:
         raise EmptyDatasetError(f"dataset snapshot {payload.snapshot_uri!r} has no documents")
@@ -174,6 +174,8 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
     }
     if payload.spec.segments:  # only then: manifests of runs without segments stay as they were
         manifest |= {"segments": True, "segment_unit": payload.spec.segment_unit}
+    if payload.spec.precision is not None:  # a run's own precision: its resumed shards must share it
+        manifest |= {"precision": lm.precision}
     if lm.prompt_text:  # likewise for models without prompts
         manifest |= {"prompt": lm.prompt_text}
     if lm.provenance:  # a resumed run must use the very same file (its SHA-256)
