@@ -1,12 +1,17 @@
-"""Embedding throughput: Prisma's chunk-and-average encoder against sentence-transformers' `encode`.
+"""Embedding throughput and int8 quality: Prisma's encoder (fp32 and int8) against
+sentence-transformers' `encode` (fp32) on the same model (the default multilingual-e5-small
+directory), the same texts, in one process, warm-up for all, runs interleaved.
 
-Same model (all-MiniLM-L6-v2), same documents, same torch threads, same process, warm-up
-for both, runs interleaved. tokens/s counts the tokens each one actually fed the model
-(Prisma: every token of every document plus each chunk's specials; sentence-transformers:
-what is left after truncating at 256). Also docs/s, peak RSS, and, when the bf16 path is
-measured, its cosine with fp32 over all documents (it is allowed only if >= 0.999).
+Texts: `--notes` demo notes (documents) and their *distinct* segments (clauses): texts without
+repeats, so the ratios measure the engine alone. tokens/s counts the tokens each one actually fed
+the model (Prisma: every token plus each chunk's specials and prompt; sentence-transformers: what
+is left after truncating at its max_seq_length, prompt included). The headline ratios are over
+both sets together (total tokens / total seconds: the demo's embedding work), with each set's
+apart. Apart again, the saving of embedding each distinct segment once, on the whole demo corpus
+(`--corpus-notes`): segments / distinct segments, and the same by tokens. Quality: cosine of
+Prisma int8 to Prisma fp32 on the notes, the distinct segments and the NegEx sentences.
 
-    python bench/embed.py [--data CSV] [--limit 1000] [--threads N] [--repeats 2]
+    nice python bench/embed.py [--notes 200] [--corpus-notes 2000] [--repeats 2] [--threads N]
 
 Writes bench/results/embed.json.
 """
@@ -14,7 +19,6 @@ Writes bench/results/embed.json.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import platform
@@ -29,17 +33,31 @@ import numpy as np
 import psutil
 import torch
 
+from services.embedder.distinct import distinct_texts
 from services.embedder.encoder import configure_threads, default_batch_tokens, embed_texts
-from services.embedder.models import cpu_has_native_bf16, default_threads, load_model, select_dtype
+from services.embedder.models import cpu_has_native_bf16, default_threads, load_model
+from services.embedder.segments import segment_spans
 
 REPO = Path(__file__).resolve().parents[1]
+MODEL = "multilingual-e5-small"
+NEGEX = Path("/work/shared/data/negex/rsAnnotations-1-120-random.txt")
 
 
-def read_texts(path: Path, limit: int) -> list[str]:
-    """The first `limit` abstracts of the medical-abstracts CSV (read in place, never copied)."""
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        return [row["medical_abstract"] for _, row in zip(range(limit), reader)]
+def demo_notes(n: int) -> list[str]:
+    from gateway.demo.corpus import generate_notes
+
+    return [note.text for _, note in zip(range(n), generate_notes(n))]
+
+
+def segments_of(notes: list[str]) -> list[str]:
+    doc, start, end = segment_spans(notes)
+    return [notes[d][a:b] for d, a, b in zip(doc.tolist(), start.tolist(), end.tolist())]
+
+
+def negex_sentences(path: Path = NEGEX) -> list[str]:
+    """The NegEx test set's sentences (read in place; its order is already random)."""
+    lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    return [line.split("\t")[2] for line in lines if line.count("\t") >= 3]
 
 
 class PeakRss:
@@ -84,78 +102,118 @@ def summarise(runs: list[dict[str, float]]) -> dict[str, object]:
     return out
 
 
+def cosines(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """Cosine of each row of `a` [N, d] with its row of `b`: median, 5th percentile, minimum."""
+    c = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    return {"median": float(np.median(c)), "p5": float(np.quantile(c, 0.05)), "min": float(c.min()), "n": len(c)}
+
+
+def distinct_saving(lm, notes: list[str]) -> dict[str, float]:  # noqa: ANN001
+    """What embedding each distinct segment once saves on `notes`: by segments and by tokens."""
+    segs = segments_of(notes)
+    found = distinct_texts(lm, segs)
+    tokens = np.array([len(x) for x in lm.tokenizer(segs, add_special_tokens=False, verbose=False)["input_ids"]])
+    per_distinct = np.zeros(len(found.texts), dtype=np.int64)
+    per_distinct[found.inverse] = tokens
+    n_special = lm.n_special
+    return {"notes": len(notes), "segments": len(segs), "distinct_segments": len(found.texts),
+            "segments_per_distinct": len(segs) / len(found.texts),
+            "tokens_all": int(tokens.sum() + n_special * len(segs)),
+            "tokens_distinct": int(per_distinct.sum() + n_special * len(found.texts)),
+            "saving_by_tokens": float((tokens.sum() + n_special * len(segs))
+                                      / (per_distinct.sum() + n_special * len(found.texts)))}
+
+
+def combined(results: dict[str, dict[str, dict]], system: str) -> float:
+    """tokens/s over every set: total tokens / total (median) seconds."""
+    parts = [results[s][system] for s in results]
+    return sum(p["tokens"] for p in parts) / sum(p["seconds"] for p in parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared/data/medical-abstracts/medical_tc_test.csv")
-    parser.add_argument("--limit", type=int, default=1000)
+    parser.add_argument("--notes", type=int, default=200, help="demo notes timed (and their distinct segments)")
+    parser.add_argument("--corpus-notes", type=int, default=2000, help="demo notes for the distinct-segment saving")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all CPUs)")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--batch-tokens", type=int, default=None)
+    parser.add_argument("--negex", type=int, default=None, help="NegEx sentences for the quality (default: all)")
     parser.add_argument("--out", type=Path, default=REPO / "bench/results/embed.json")
     args = parser.parse_args()
 
     from sentence_transformers import SentenceTransformer
 
+    load_start = os.getloadavg()
     threads = configure_threads(args.threads)
-    texts = read_texts(args.data, args.limit)
     cpu = torch.device("cpu")
-    fp32 = load_model(None, device=cpu, dtype=torch.float32)
-    auto_dtype = select_dtype("auto", cpu)
-    variants = {"prisma_fp32": fp32}
-    if auto_dtype != torch.float32:
-        variants["prisma_bf16"] = load_model(None, device=cpu, dtype=auto_dtype)
+    fp32 = load_model(MODEL, device=cpu)
+    int8 = load_model(MODEL, device=cpu, int8=True)
     st = SentenceTransformer(fp32.path, device="cpu")
-    batch_tokens = args.batch_tokens or default_batch_tokens(cpu)
+    batch_tokens = default_batch_tokens(cpu)
+    notes = demo_notes(args.notes)
+    sets = {"documents": notes, "segments": distinct_texts(fp32, segments_of(notes)).texts}
+    prompt = fp32.prompt_text or ""
 
-    st_lengths = [len(x) for x in st.tokenizer(texts, truncation=True, max_length=st.max_seq_length)["input_ids"]]
-    full_lengths = [len(x) + fp32.n_special for x in fp32.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
-    over = sum(n > fp32.max_length for n in full_lengths)
+    def st_tokens(texts: list[str]) -> int:
+        enc = st.tokenizer([prompt + t for t in texts], truncation=True, max_length=st.max_seq_length)
+        return sum(len(x) for x in enc["input_ids"])
 
-    def run_st(sub: list[str] = texts) -> int:
-        st.encode(sub, batch_size=32, convert_to_numpy=True)
-        return sum(st_lengths) if sub is texts else 0
+    def st_run(texts: list[str]) -> int:
+        st.encode(texts, batch_size=32, convert_to_numpy=True, prompt=prompt or None)
+        return st_tokens(texts)
 
-    def runner(lm) -> Callable[..., int]:
-        def run(sub: list[str] = texts) -> int:
-            return int(embed_texts(lm, sub, batch_tokens=batch_tokens).n_tokens.sum())
-        return run
+    def prisma(lm) -> Callable[[list[str]], int]:  # noqa: ANN001
+        return lambda texts: int(embed_texts(lm, texts, batch_tokens=batch_tokens).n_tokens.sum())
 
-    systems = {"sentence_transformers": run_st, **{k: runner(v) for k, v in variants.items()}}
-    for fn in systems.values():  # warm-up: allocator, oneDNN kernels, tokenizer caches
-        fn(texts[:64])
-    runs: dict[str, list[dict[str, float]]] = {k: [] for k in systems}
+    systems = {"st_fp32": st_run, "prisma_fp32": prisma(fp32), "prisma_int8": prisma(int8)}
+    for fn in systems.values():  # warm-up: allocator, oneDNN/fbgemm kernels, tokenizer caches
+        fn(notes[:16] + sets["segments"][:64])
+    runs: dict[str, dict[str, list]] = {s: {k: [] for k in systems} for s in sets}
     for r in range(args.repeats):
-        for name, fn in systems.items():
-            runs[name].append(timed(fn, len(texts)))
-            print(f"repeat {r}: {name}: {runs[name][-1]['tokens_per_s']:.0f} tokens/s, "
-                  f"{runs[name][-1]['docs_per_s']:.1f} docs/s", flush=True)
-
-    results = {k: summarise(v) for k, v in runs.items()}
-    st_tps = results["sentence_transformers"]["tokens_per_s"]
-    default_name = "prisma_bf16" if "prisma_bf16" in variants else "prisma_fp32"
-    report: dict[str, object] = {
-        "benchmark": "embed",
-        "data": {"path": str(args.data.resolve()), "documents": len(texts),
-                 "over_window_fraction": over / len(texts), "window": fp32.max_length,
-                 "tokens_all": sum(full_lengths), "tokens_truncated_256": sum(st_lengths)},
-        "model": {"name": "all-MiniLM-L6-v2", "path": fp32.path, "dim": fp32.dim, "max_length": fp32.max_length},
-        "settings": {"threads": threads, "batch_tokens": batch_tokens, "st_batch_size": 32,
-                     "repeats": args.repeats, "statistic": "median of repeats", "prisma_default": default_name},
-        "results": results,
-        "ratio_tokens_per_s": results[default_name]["tokens_per_s"] / st_tps,
-        "ratio_tokens_per_s_fp32": results["prisma_fp32"]["tokens_per_s"] / st_tps,
-        "ratio_docs_per_s": results[default_name]["docs_per_s"] / results["sentence_transformers"]["docs_per_s"],
-        "machine": machine_info(threads),
+        for set_name, texts in sets.items():
+            for name, fn in systems.items():
+                runs[set_name][name].append(timed(lambda fn=fn, texts=texts: fn(texts), len(texts)))
+                print(f"repeat {r}: {set_name}: {name}: {runs[set_name][name][-1]['tokens_per_s']:.0f} tokens/s",
+                      flush=True)
+    results = {s: {k: summarise(v) for k, v in per.items()} for s, per in runs.items()}
+    st_all = combined(results, "st_fp32")
+    ratios: dict[str, object] = {
+        "int8_vs_st_fp32_tokens_per_s": combined(results, "prisma_int8") / st_all,
+        "fp32_vs_st_fp32_tokens_per_s": combined(results, "prisma_fp32") / st_all,
+        "by_set": {s: {"int8_vs_st_fp32_tokens_per_s": r["prisma_int8"]["tokens_per_s"] / r["st_fp32"]["tokens_per_s"],
+                       "fp32_vs_st_fp32_tokens_per_s": r["prisma_fp32"]["tokens_per_s"] / r["st_fp32"]["tokens_per_s"]}
+                   for s, r in results.items()},
     }
-    if "prisma_bf16" in variants:
-        a = embed_texts(fp32, texts, batch_tokens=batch_tokens).vectors
-        b = embed_texts(variants["prisma_bf16"], texts, batch_tokens=batch_tokens).vectors
-        cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-        report["bf16_vs_fp32_cosine"] = {"min": float(cos.min()), "mean": float(cos.mean()),
-                                         "p01": float(np.quantile(cos, 0.01)), "allowed": bool(cos.min() >= 0.999)}
+    saving = distinct_saving(fp32, demo_notes(args.corpus_notes))
+    ratios["distinct_segments_saving"] = saving["segments_per_distinct"]
+    ratios["distinct_segments_saving_by_tokens"] = saving["saving_by_tokens"]
+    quality_sets = {**sets, "negex": negex_sentences()[: args.negex]}
+    quality = {s: cosines(embed_texts(fp32, t).vectors, embed_texts(int8, t).vectors) for s, t in quality_sets.items()}
+    report = {
+        "benchmark": "embed",
+        "model": {"name": MODEL, "path": fp32.path, "dim": fp32.dim, "max_length": fp32.max_length,
+                  "prompt": prompt, "st_max_seq_length": st.max_seq_length},
+        "data": {"documents": len(notes), "distinct_segments": len(sets["segments"]),
+                 "tokens": {s: results[s]["prisma_fp32"]["tokens"] for s in sets}, "distinct_saving": saving},
+        "settings": {"threads": threads, "batch_tokens": batch_tokens, "st_batch_size": 32, "repeats": args.repeats,
+                     "statistic": "median of repeats; combined = total tokens / total seconds"},
+        "ratios": ratios,
+        "quality": {"int8_cosine_p5": min(q["p5"] for q in quality.values()),
+                    "int8_cosine_median": min(q["median"] for q in quality.values()), "by_set": quality},
+        "results": results,
+        "machine": machine_info(threads) | {"load_average_1m_at_start": load_start[0]},
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("ratio_tokens_per_s", "ratio_tokens_per_s_fp32", "ratio_docs_per_s")}))
+    print(json.dumps({"ratios": ratios, "quality": report["quality"]["int8_cosine_p5"]}, indent=1))
+
+def cpu_flags() -> list[str]:
+    """The CPU's vector and matrix extensions that matter here (Linux)."""
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return []
+    return [f for f in wanted if f in flags]
 
 
 def machine_info(threads: int) -> dict[str, object]:
@@ -165,6 +223,7 @@ def machine_info(threads: int) -> dict[str, object]:
     return {
         "cpu_count": os.cpu_count(), "usable_cpus": default_threads(), "torch_threads": threads,
         "cpu": platform.processor() or platform.machine(), "cpu_native_bf16": cpu_has_native_bf16(),
+        "cpu_flags": cpu_flags(),
         "load_average_1m_at_end": os.getloadavg()[0], "torch": torch.__version__,
         "transformers": transformers.__version__, "sentence_transformers": sentence_transformers.__version__,
         "python": platform.python_version(),

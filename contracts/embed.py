@@ -95,7 +95,7 @@ class ModelInfo(BaseModel):
     max_length: int = Field(description="L_max: tokens per forward pass, special tokens included.")
     n_special: int = Field(description="Special tokens added to each chunk (2 for BERT: [CLS], [SEP]).")
     device: str = Field(description="Where it runs: cpu, cuda, cuda:1, ...")
-    precision: str = Field(description="Weights and activations dtype: fp32, bf16 or fp16.")
+    precision: str = Field(description="fp32, bf16, fp16, or int8 (int8 Linear layers, float32 between them).")
     prompts: dict[str, str] = Field(default_factory=dict, description="The model's prompts by name "
                                     "(E5: passage, query); empty for a model without.")
     default_prompt: str | None = Field(default=None, description="The prompt used when none is named.")
@@ -132,6 +132,12 @@ class EmbeddingRunSpec(BaseModel):
     batch_tokens: int | None = Field(
         default=None, ge=16, le=1_048_576,
         description="Padded tokens per forward batch; None: the service's setting for its device.",
+    )
+    precision: Literal["auto", "fp32", "bf16", "fp16", "int8"] | None = Field(
+        default=None,
+        description="The run's own precision; None: the embedder's setting (PRISMA_EMBEDDER_PRECISION, 'auto': "
+        "bf16 where the CPU or GPU has it, else int8 on CPU). 'int8' (CPU only): the encoder's Linear layers "
+        "in int8, cosine with fp32 >= 0.99. The result records the precision the shards ran in.",
     )
     segments: bool = Field(
         default=False,
@@ -185,6 +191,11 @@ class EmbedJobResult(BaseModel):
         description="Segment shards in order (.npz, arrays as SEGMENT_ARRAYS); empty unless spec.segments.",
     )
     n_segments: int = Field(default=0, description="Segments over all documents (0 unless spec.segments).")
+    n_segments_computed: int = Field(default=0, description="Segments of the shards this invocation computed.")
+    n_segments_embedded: int = Field(
+        default=0, description="Of those, the ones the model embedded: each distinct text (after the tokenizer's "
+        "normalisation) once per run; a repeat gets its first copy's vector, the same bit for bit.",
+    )
     seconds: float = Field(description="Wall time of this invocation.")
     docs_per_s: float = Field(description="Documents computed (not reused) per second in this invocation.")
     tokens_per_s: float = Field(description="Tokens computed per second in this invocation.")

@@ -10,7 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from services.settings import ServiceSettings, artifact_root_field, service_token_field
 
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
+Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 
 
 class EmbedderSettings(ServiceSettings):
@@ -20,7 +20,8 @@ class EmbedderSettings(ServiceSettings):
     precision: Precision = Field(
         default="auto",
         description="'auto': bf16 on GPUs that have it (else fp16); on CPU bf16 where the CPU has native "
-        "bf16 (AVX512-BF16 or AMX; vectors keep cosine >= 0.999 with fp32, see bench/embed.py), else fp32.",
+        "bf16 (AVX512-BF16 or AMX), else int8 (the Linear layers in int8, services/embedder/int8.py; "
+        "cosine with fp32 >= 0.99 at the 5th percentile, see bench/embed.py). 'int8' is CPU only.",
     )
     threads: int | None = Field(
         default=None, ge=1, description="torch intra-op threads on CPU; None: the CPUs this process may use."

@@ -29,6 +29,8 @@ from contracts.model_allowlist import (
     allowed_models,
 )
 from services.embedder.errors import EmbedderInputError, ModelFileError, UnknownModelError
+from services.embedder.int8 import PRECISION as INT8
+from services.embedder.int8 import quantize_if_close, quantize_linears
 from services.embedder.st_modules import StHead, lowercase_first, read_st_head
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -62,6 +64,7 @@ class LoadedModel:
     default_prompt: str | None = None  # sentence-transformers' default_prompt_name
     prompt: str | None = None  # the prompt in effect: its ids follow `special_prefix` in `prefix_ids`
     provenance: dict | None = None  # where a shipped model comes from (package, file hash, licences)
+    int8: bool = False  # its Linear layers run in int8 (services/embedder/int8.py); activations float32
 
     @property
     def n_special(self) -> int:
@@ -74,7 +77,7 @@ class LoadedModel:
 
     @property
     def precision(self) -> str:
-        return {v: k for k, v in _DTYPES.items()}[self.dtype]
+        return INT8 if self.int8 else {v: k for k, v in _DTYPES.items()}[self.dtype]
 
     @property
     def prompt_text(self) -> str | None:
@@ -251,12 +254,23 @@ def select_device(device: str) -> torch.device:
     return dev
 
 
-def select_dtype(precision: str, device: torch.device) -> torch.dtype:
+def select_precision(precision: str, device: torch.device) -> str:
+    """'auto' resolved: bf16 on GPUs that have it (else fp16); on CPU bf16 where the CPU has native
+    bf16, else int8, which `load_model` keeps only for a model whose int8 vectors stay close to fp32's
+    (`int8.quantize_if_close`; e5-small: cosine >= 0.99 at the 5th percentile on the demo and NegEx,
+    bench/results/embed.json). int8 is a CPU path only."""
+    if precision == INT8 and device.type != "cpu":
+        raise EmbedderInputError(f"precision 'int8' runs on CPU only, not on {device}")
     if precision != "auto":
-        return _DTYPES[precision]
+        return precision
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16" if cpu_has_native_bf16() else INT8
+
+
+def select_dtype(precision: str, device: torch.device) -> torch.dtype:
+    """The weights' and activations' dtype; float32 for int8 (between its int8 products)."""
+    return _DTYPES.get(select_precision(precision, device), torch.float32)
 
 
 def load_model(
@@ -266,8 +280,12 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     max_length: int | None = None,
     default_model: str = "default",
+    int8: bool = False,
+    int8_if_close: bool = False,
 ) -> LoadedModel:
-    """Load `name` for inference; `max_length` overrides L_max (within the position capacity)."""
+    """Load `name` for inference; `max_length` overrides L_max (within the position capacity);
+    `int8`: its Linear layers quantised (CPU, float32 `dtype`); with `int8_if_close` only if its
+    vectors stay close to fp32's (`int8.quantize_if_close`), else it stays fp32."""
     root = resolve_model_path(name, default_model=default_model)
     st = read_st_head(root)
     path = st.transformer_path if st is not None else root
@@ -286,6 +304,13 @@ def load_model(
     except (ValueError, ImportError):  # architectures without SDPA support
         model = AutoModel.from_pretrained(path, local_files_only=True)
     model = model.to(device=device, dtype=dtype).eval()
+    if int8:
+        if device.type != "cpu" or dtype != torch.float32:
+            raise EmbedderInputError("precision 'int8' runs on CPU only, over float32 activations")
+        if int8_if_close:
+            int8 = quantize_if_close(model, tokenizer)
+        else:
+            quantize_linears(model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     dim = int(config.hidden_size)
     if st is not None:
@@ -297,7 +322,7 @@ def load_model(
         dim=dim, max_length=int(l_max), prefix_ids=prefix, suffix_ids=suffix,
         pad_id=int(pad_id), capacity=capacity, device=device, dtype=dtype,
         special_prefix=prefix, prompts=prompts, default_prompt=default_prompt,
-        provenance=read_provenance(root),
+        provenance=read_provenance(root), int8=int8,
     ).with_max_length(max_length).with_prompt(None)
 
 
@@ -308,19 +333,29 @@ class ModelCache:
     def __init__(self, *, device: str = "auto", precision: str = "auto", default_model: str = "default",
                  max_models: int = 2) -> None:
         self.device = select_device(device)
-        self.dtype = select_dtype(precision, self.device)
+        self.precision = select_precision(precision, self.device)
+        self.auto = precision == "auto"
         self.default_model = default_model
         self.max_models = max_models
-        self._models: OrderedDict[tuple[str, str, torch.dtype], LoadedModel] = OrderedDict()
+        self._models: OrderedDict[tuple[str, str, str, bool], LoadedModel] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, name: str | None, *, max_length: int | None = None, prompt_name: str | None = None) -> LoadedModel:
+    @property
+    def dtype(self) -> torch.dtype:
+        return select_dtype(self.precision, self.device)
+
+    def get(self, name: str | None, *, max_length: int | None = None, prompt_name: str | None = None,
+            precision: str | None = None) -> LoadedModel:
+        """`precision`: a run's own ('auto' resolved here); None: the service's."""
         path = str(resolve_model_path(name, default_model=self.default_model))
-        key = (path, str(self.device), self.dtype)
+        chosen = self.precision if precision is None else select_precision(precision, self.device)
+        auto = self.auto if precision is None else precision == "auto"
+        key = (path, str(self.device), chosen, auto and chosen == INT8)  # auto's int8 may stay fp32
         with self._lock:
             if key not in self._models:
                 self._models[key] = load_model(
-                    name, device=self.device, dtype=self.dtype, default_model=self.default_model
+                    name, device=self.device, dtype=select_dtype(chosen, self.device),
+                    default_model=self.default_model, int8=chosen == INT8, int8_if_close=auto,
                 )
                 while len(self._models) > self.max_models:
                     self._models.popitem(last=False)

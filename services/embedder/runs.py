@@ -19,6 +19,7 @@ from artifacts import ArtifactStore
 from contracts.embed import EmbedJobPayload, EmbedJobResult
 from contracts.jobs import Progress
 from services.embedder.config import EmbedderSettings
+from services.embedder.distinct import SegmentCache
 from services.embedder.encoder import configure_threads, default_batch_tokens, embed_texts
 from services.embedder.errors import EmptyDatasetError, RunCancelledError, RunSpecMismatchError
 from services.embedder.models import LoadedModel, ModelCache
@@ -79,7 +80,7 @@ def run_embedding(
     configure_threads(settings.threads)
     models = models or ModelCache(device=settings.device, precision=settings.precision,
                                   default_model=settings.default_model, max_models=settings.cached_models)
-    lm = models.get(spec.model, max_length=spec.max_length, prompt_name=spec.prompt_name)
+    lm = models.get(spec.model, max_length=spec.max_length, prompt_name=spec.prompt_name, precision=spec.precision)
     n_docs = snapshot_rows(store, payload.snapshot_uri)
     if n_docs == 0:
         raise EmptyDatasetError(f"dataset snapshot {payload.snapshot_uri!r} has no documents")
@@ -96,7 +97,8 @@ def run_embedding(
         time.sleep(settings.claim_poll_s)  # the other workers' shards are still being computed
     return build_result(payload, lm, [work.stats[i] for i in range(n_shards)], n_docs=n_docs,
                         seconds=time.perf_counter() - work.started, computed_docs=work.computed_docs,
-                        computed_tokens=work.computed_tokens, shards_computed=work.shards_computed)
+                        computed_tokens=work.computed_tokens, shards_computed=work.shards_computed,
+                        segments=(work.segments_computed, work.segments_embedded))
 
 
 class ShardWork:
@@ -113,6 +115,8 @@ class ShardWork:
         self.batch_tokens = payload.spec.batch_tokens or settings.batch_tokens or default_batch_tokens(lm.device)
         self.stats: dict[int, ShardStats] = {}
         self.docs_done = self.computed_docs = self.computed_tokens = self.shards_computed = 0
+        self.segment_cache = SegmentCache()  # across this invocation's shards
+        self.segments_computed = self.segments_embedded = 0
         self.started = time.perf_counter()
 
     def one_pass(self) -> None:
@@ -147,7 +151,11 @@ class ShardWork:
         kw = {"pooling": spec.pooling, "normalize": spec.normalize, "batch_tokens": self.batch_tokens,
               "max_batch_size": self.settings.max_batch_size, "should_stop": self.should_stop}
         embedded = embed_texts(self.lm, texts, on_tokens=on_tokens, **kw)
-        segments = embed_segments(self.lm, texts, unit=spec.segment_unit, **kw) if spec.segments else None
+        segments = None
+        if spec.segments:
+            segments = embed_segments(self.lm, texts, unit=spec.segment_unit, cache=self.segment_cache, **kw)
+            self.segments_computed += len(segments.doc)
+            self.segments_embedded += segments.n_embedded
         shard = write_shard(self.store, self.prefix, index, first, embedded, segments)
         log.info("embedding run %s: shard %d computed", self.payload.run_id, index)
         self.computed_docs += len(texts)
@@ -166,6 +174,8 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
     }
     if payload.spec.segments:  # only then: manifests of runs without segments stay as they were
         manifest |= {"segments": True, "segment_unit": payload.spec.segment_unit}
+    if payload.spec.precision is not None:  # a run's own precision: its resumed shards must share it
+        manifest |= {"precision": lm.precision}
     if lm.prompt_text:  # likewise for models without prompts
         manifest |= {"prompt": lm.prompt_text}
     if lm.provenance:  # a resumed run must use the very same file (its SHA-256)
@@ -182,8 +192,9 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
 
 def build_result(
     payload: EmbedJobPayload, lm: LoadedModel, stats: list[ShardStats], *, n_docs: int, seconds: float,
-    computed_docs: int, computed_tokens: int, shards_computed: int,
+    computed_docs: int, computed_tokens: int, shards_computed: int, segments: tuple[int, int] = (0, 0),
 ) -> EmbedJobResult:
+    """`segments`: (segments of the shards computed here, the distinct ones the model embedded)."""
     histogram: Counter[int] = Counter()
     for shard in stats:
         histogram.update(shard.n_chunks.tolist())
@@ -199,4 +210,5 @@ def build_result(
         tokens_per_s=computed_tokens / seconds if seconds > 0 else 0.0,
         chunks_per_doc_histogram={str(k): v for k, v in sorted(histogram.items())},
         shards_computed=shards_computed, shards_reused=len(stats) - shards_computed,
+        n_segments_computed=segments[0], n_segments_embedded=segments[1],
     )

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from services.embedder.distinct import SegmentCache, distinct_texts
 from services.embedder.encoder import embed_texts
 from services.embedder.models import LoadedModel
 
@@ -148,6 +149,7 @@ class SegmentVectors(NamedTuple):
     char_end: np.ndarray  # int32 [S]
     vectors: np.ndarray  # float32 [S, d]
     n_tokens: np.ndarray  # int64 [S]: tokens fed to the model, special tokens included
+    n_embedded: int  # segments the model embedded: the distinct texts not already in the cache
 
 
 def segment_spans(texts: Sequence[str], *, max_words: int = MAX_WORDS,
@@ -164,10 +166,27 @@ def segment_spans(texts: Sequence[str], *, max_words: int = MAX_WORDS,
 
 
 def embed_segments(lm: LoadedModel, texts: Sequence[str], *, pooling: str = "mean", normalize: bool = True,
-                   max_words: int = MAX_WORDS, unit: str = DEFAULT_UNIT, **embed_kw: Any) -> SegmentVectors:
+                   max_words: int = MAX_WORDS, unit: str = DEFAULT_UNIT, cache: SegmentCache | None = None,
+                   **embed_kw: Any) -> SegmentVectors:
     """Each segment of each text through `embed_texts` (same model, pooling, chunk-and-average),
-    all segments of all texts sharing batches (of one padded width, as every text)."""
+    all segments of all texts sharing batches (of one padded width, as every text). Each distinct
+    text (`distinct.distinct_texts`) is embedded once, and not at all when `cache` has it: a repeat
+    gets its first copy's vector, bit for bit the one it would have got itself."""
     doc, start, end = segment_spans(texts, max_words=max_words, unit=unit)
     pieces = [texts[d][a:b] for d, a, b in zip(doc.tolist(), start.tolist(), end.tolist())]
-    emb = embed_texts(lm, pieces, pooling=pooling, normalize=normalize, **embed_kw)
-    return SegmentVectors(doc, start, end, emb.vectors, emb.n_tokens)
+    found = distinct_texts(lm, pieces)
+    vectors = np.empty((len(found.keys), lm.dim), dtype=np.float32)  # [U, d]
+    n_tokens = np.empty(len(found.keys), dtype=np.int64)  # [U]
+    todo = []
+    for j, key in enumerate(found.keys):
+        hit = None if cache is None else cache.get(key)
+        if hit is None:
+            todo.append(j)
+        else:
+            vectors[j], n_tokens[j] = hit
+    if todo:
+        emb = embed_texts(lm, [found.texts[j] for j in todo], pooling=pooling, normalize=normalize, **embed_kw)
+        vectors[todo], n_tokens[todo] = emb.vectors, emb.n_tokens
+        if cache is not None:
+            cache.put([found.keys[j] for j in todo], emb.vectors, emb.n_tokens)
+    return SegmentVectors(doc, start, end, vectors[found.inverse], n_tokens[found.inverse], len(todo))

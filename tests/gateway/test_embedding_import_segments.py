@@ -125,6 +125,11 @@ async def test_imported_segments_train_an_sae_as_embedded_ones_do(app, client, a
     emb = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds, "segments": True}, headers=auth)
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{emb.json()['id']}", timeout=300)
     assert emb["status"] == "succeeded", emb
+    result = emb["result"]  # each distinct clause embedded once: the notes share stock phrases
+    assert result["n_segments_computed"] == result["n_segments"] > result["n_segments_embedded"] > 0
+    page = await client.get(f"/embedding-runs/{emb['id']}", headers=auth)
+    share = 100 * result["n_segments_embedded"] / result["n_segments"]
+    assert f"{share:.1f}% distinct, each embedded once" in page.text
     store = app.state.store
     vectors = np.concatenate([np.load(store.local_path(s["uri"])) for s in emb["result"]["shards"]])
     theirs = stored_segments(store, emb)

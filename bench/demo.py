@@ -1,0 +1,102 @@
+"""`prisma demo` from an empty data directory to named features: seconds, as a new user waits.
+
+Starts `prisma demo` (2,000 notes by default) in a fresh data directory, the install already done,
+and polls the API until the demo's chain (embed notes and clauses → SAE → names → its three
+concepts, made right after the names) is through; `seconds_to_named_features` is from the
+process's start to then. `--precision` forces the embedder's precision (PRISMA_EMBEDDER_PRECISION)
+as 'auto' would pick it on another CPU: on a CPU without native bf16, 'auto' picks int8 for the
+default e5-small (services/embedder/int8.py `quantize_if_close`), so `--precision int8` measures
+that CPU's path on a machine that has bf16. Also the embedding run's own figures and the jobs'
+durations.
+
+    python bench/demo.py [--n 2000] [--precision int8] [--out bench/results/demo.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from services.embedder.models import cpu_has_native_bf16, default_threads
+from tests.browser.demo import demo_key
+from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop
+
+
+def wait_named(url: str, key: str, timeout: float) -> float:
+    """Monotonic time at which the demo's three concepts exist (they follow the names)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            items = httpx.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"},
+                              timeout=60).json()["items"]
+        except httpx.TransportError:
+            items = []
+        if len(items) == 3:
+            return time.monotonic()
+        time.sleep(1)
+    raise TimeoutError("the demo made no concepts in time")
+
+
+def get(url: str, key: str, path: str) -> dict:
+    return httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {key}"}, timeout=60).json()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--precision", default="auto", help="PRISMA_EMBEDDER_PRECISION for the demo")
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench/results/demo.json")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="prisma-bench-demo-"))
+    port, log = free_port(), tmp / "demo.log"
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [PRISMA, "demo", "--port", str(port), "--n", str(args.n)], cwd=REPO_ROOT,
+            env=prisma_env(tmp / "data", PRISMA_LOG_JSON="false", PRISMA_EMBEDDER_PRECISION=args.precision,
+                           TRANSFORMERS_OFFLINE="1"),
+            stdout=out, stderr=subprocess.STDOUT)
+    try:
+        key = demo_key(proc, log, timeout=600)
+        url = f"http://127.0.0.1:{port}"
+        done = wait_named(url, key, args.timeout)
+        runs = get(url, key, "/api/v1/embedding-runs")["items"]
+        jobs = get(url, key, "/api/v1/jobs?limit=50")["items"]
+    finally:
+        stop(proc)
+    result = runs[0].get("result") or {}
+    report = {
+        "benchmark": "demo",
+        "seconds_to_named_features": round(done - started, 1),
+        "precision": result.get("precision"),
+        "precision_setting": args.precision,
+        "cpu": {"model": platform.processor() or platform.machine(), "usable_cpus": default_threads(),
+                "native_bf16": cpu_has_native_bf16(),
+                "note": "precision forced as 'auto' picks it on a CPU without native bf16" if args.precision != "auto"
+                else "auto"},
+        "notes": args.n,
+        "embedding": {k: result.get(k) for k in ("seconds", "n_documents", "n_tokens", "n_segments",
+                                                 "n_segments_computed", "n_segments_embedded", "device")},
+        "jobs": [{k: j.get(k) for k in ("kind", "status", "created_at", "started_at", "finished_at")} for j in jobs],
+        "load_average_1m": {"start": load_before[0], "end": os.getloadavg()[0]},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("seconds_to_named_features", "precision", "load_average_1m")}))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
