@@ -135,6 +135,26 @@ class EvidenceIds(BaseModel):
         description="The feature's most contrastive terms (activating vs non-activating documents), as written: "
         "shown under the name as its evidence, and given to a language model as hints. Term statistics, not text.",
     )
+    near_misses: list[int] = Field(
+        default_factory=list,
+        description="Near misses the name was contrasted with (never held out): the feature's weakest activations "
+        "and segments where a co-firing feature fires and it does not.",
+    )
+    holdout_near_misses: list[int] = Field(default_factory=list, description="Near misses scored on, never shown.")
+    near_miss_examples: list[str] = Field(
+        default_factory=list, description="A few held-out near misses' first 160 characters, to show beside the name.",
+    )
+
+
+class Alternative(BaseModel):
+    """Another phrase of the same feature, scored and calibrated like the name: what the feature shows instead
+    when a feature that holds its name better already shows that name (one meaning per name)."""
+
+    label: str
+    score: float | None = None
+    score_near_miss: float | None = None
+    threshold: float | None = None
+    reliable: bool | None = None
 
 
 class Interpretation(BaseModel):
@@ -161,6 +181,21 @@ class Interpretation(BaseModel):
         default=False,
         description="The label holds a verbatim run of at least 6 words of one excerpt the back-end was shown: "
         "a copy, not a name. Kept and shown as such, but never preferred over a label that is not a copy.",
+    )
+    score_near_miss: float | None = Field(
+        default=None, description="AUROC of cos(label, segment): held-out activating vs held-out near misses.",
+    )
+    threshold: float | None = Field(
+        default=None,
+        description="The lowest activation above which the name holds (its words occur) on at least 80 % of the "
+        "calibration segments; None: no activation does. label:\"…\" in an expression means above it.",
+    )
+    precision_curve: list[tuple[float, float, int]] = Field(
+        default_factory=list, description="(activation t, precision of the name above t, segments above t), t descending.",
+    )
+    calibrated_on: int = Field(default=0, description="Segments the precision curve was measured on.")
+    alternatives: list[Alternative] = Field(
+        default_factory=list, description="The feature's next phrases, scored and calibrated (one meaning per name).",
     )
 
 
