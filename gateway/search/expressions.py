@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import difflib
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -84,6 +84,8 @@ class SearchSpace:
     families: Mapping[int, Sequence[int]] = field(default_factory=dict)  # family id -> member indices
     # feature index -> its shown name's calibrated threshold: a bare label:"…" condition means activation >= it
     thresholds: Mapping[int, float] = field(default_factory=dict)
+    # features whose shown name is reliable: label:"x" reads only those of them where any is named "x"
+    reliable: Collection[int] = frozenset()
     # the segment codes, or a function loading them on first use (they are several times the
     # document codes, and only SEGMENT reads them); None: the run has none
     segments: SegmentCodes | Callable[[], SegmentCodes] | None = None
@@ -112,7 +114,8 @@ class SearchSpace:
         """The same features, labels and families with segments for rows (built once), or None."""
         segments = self.segment_codes()
         if segments is not None and self._scoped is None:
-            self._scoped = SearchSpace(segments.codes, self.labels, self.families, thresholds=self.thresholds)
+            self._scoped = SearchSpace(segments.codes, self.labels, self.families, thresholds=self.thresholds,
+                                       reliable=self.reliable)
         return self._scoped
 
     @property
@@ -172,8 +175,8 @@ def resolve_labels(space: SearchSpace, label: str, *, line: int = 1, column: int
     needle = label.strip().casefold()
     folded = space.folded_labels()
     exact = [i for i, _, f in folded if f == needle]
-    if exact:
-        return exact
+    if exact:  # one meaning per name among reliable features: an unreliable namesake is not what it means
+        return [i for i in exact if i in space.reliable] or exact
     within = [(i, lab) for i, lab, f in folded if needle and needle in f]
     if len(within) == 1:
         return [within[0][0]]

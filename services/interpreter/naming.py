@@ -25,7 +25,7 @@ from services.interpreter.calibration import calibrated_threshold, curve_points,
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, Neighbours, anchors_of, feature_rng, sample_evidence
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
 from services.interpreter.near_misses import NearMisses
-from services.interpreter.phrases import holds_mask
+from services.interpreter.phrases import holds_mask, word_stems
 from services.interpreter.selection import alternative_reliable, first_per_backend, greedy_terms, lower, names_first, with_alternatives
 from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
                                          finalise)
@@ -111,6 +111,7 @@ class Namer:
         self.driving = DrivingChunks(self.corpus)
         self.neighbours = Neighbours(self.corpus)
         self.near = NearMisses(self.corpus, self.evidence.seed)
+        self._stem_cache: dict[int, frozenset[str]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self.embedded = 0
         """Texts embedded so far (cache misses): what naming costs."""
@@ -308,12 +309,21 @@ class Namer:
                 interp.score_embedding, interp.control_embedding = s, control
             self._near_and_threshold(p, vectors)
 
+    def _stems(self, position: int) -> frozenset[str]:
+        """word_stems of a unit, cached (a segment is in the calibration sets of all the features it activates)."""
+        found = self._stem_cache.get(position)
+        if found is None:
+            if len(self._stem_cache) >= EMBED_CACHE:
+                self._stem_cache.clear()
+            found = self._stem_cache[position] = word_stems(self.corpus.text(position))
+        return found
+
     def _near_and_threshold(self, p: _Pending, vectors: dict[str, np.ndarray]) -> None:
         """Each name's (and alternative's) near-miss AUROC, held-out activating vs held-out near misses, and its
         threshold: the lowest activation above which its words occur in >= 80 % of the calibration segments."""
         ev = p.evidence
         assert ev is not None
-        texts = [self.corpus.text(q) for q in ev.calibration]
+        texts = [self._stems(q) for q in ev.calibration]
         acts = np.asarray(ev.calibration_acts, dtype=np.float64)
         named = [*p.record.interpretations, *(a for i in p.record.interpretations for a in i.alternatives)]
         near = len(ev.holdout_near_misses) >= 4

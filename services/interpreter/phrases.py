@@ -72,19 +72,23 @@ def required_words(label: str) -> list[str]:
     return [t[0][:STEM] for t in tokens(label) if t[4]]
 
 
-def name_holds(label: str, text: str, required: list[str] | None = None) -> bool:
-    """Whether every content or negation word of `label` occurs in `text` (folded, by stem)."""
-    need = required_words(label) if required is None else required
-    if not need:
-        return False
-    have = {w[:STEM] for w in fold(text).replace("'", " ").split()} | {t[0][:STEM] for t in tokens(text)}
-    return all(w in have for w in need)
+def word_stems(text: str) -> frozenset[str]:
+    """The stems (first STEM folded characters) of the words of `text`."""
+    return frozenset(t[0][:STEM] for t in tokens(text))
 
 
-def holds_mask(label: str, texts: Sequence[str]) -> np.ndarray:
-    """bool [len(texts)]: name_holds on each text."""
+def name_holds(label: str, text: str | frozenset[str]) -> bool:
+    """Whether every content or negation word of `label` occurs in `text` (folded, by stem); `text` may be
+    given as its word_stems already."""
     need = required_words(label)
-    return np.array([name_holds(label, t, need) for t in texts], dtype=bool)
+    have = word_stems(text) if isinstance(text, str) else text
+    return bool(need) and all(w in have for w in need)
+
+
+def holds_mask(label: str, stems: Sequence[frozenset[str]]) -> np.ndarray:
+    """bool [len(stems)]: name_holds on each text, given by its word_stems."""
+    need = required_words(label)
+    return np.array([bool(need) and all(w in have for w in need) for have in stems], dtype=bool)
 
 
 def is_phrase(label: str, evidence: Sequence[str]) -> bool:
