@@ -19,7 +19,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("interpretations", schema=None) as batch_op:
         batch_op.add_column(sa.Column(
-            "threshold", sa.Float(), nullable=True,
+            "threshold", sa.Double(), nullable=True,
             comment='Lowest activation above which the name holds with precision >= 0.8; label:"..." means above it.'))
     with op.batch_alter_table("features", schema=None) as batch_op:
         batch_op.add_column(sa.Column(
