@@ -160,6 +160,10 @@ def suggest(request: Request, run_id: int, session: SessionDep,
     return render(request, "partials/_search_suggestions.html", {"options": options})
 
 
+def _notes(n: int) -> str:
+    return "1 note" if n == 1 else f"{n} notes"
+
+
 def _codes(request: Request, session: SessionDep, run: Any) -> Any:
     """The run's codes (to count the notes a name selects), or None before it has any."""
     try:
@@ -193,7 +197,7 @@ def _by_label(session: SessionDep, run_id: int, prefix: str, words: str, codes: 
     for label, indices, unreliable, counts in by_label.values():
         mark = "" if not unreliable else " (unreliable)" if len(indices) == 1 else \
             f" ({', '.join(f'F{i}' for i in unreliable)} unreliable)"
-        selects = f" · selects {max(counts)}+ notes" if len(counts) > 1 else f" · selects {counts[0]} notes" if counts else ""
+        selects = f" · selects {_notes(max(counts))}{'+' if len(counts) > 1 else ''}" if counts else ""
         options.append({"value": f'{prefix}label:"{quote_label(label)}"',
                         "text": ", ".join(f"F{i}" for i in indices) + f" · {label}{mark}{selects}"})
     return options
