@@ -124,7 +124,7 @@ class PhraseBackend(KeywordsBackend):
                                      "its near misses and other segments")
         found = {term: (sep, recall) for term, sep, recall in ranked}
         cands = [LabelCandidate(label=index.display(p), description=(
-            f"In {found[p][1]:.0%} of its strongest segments; separation {found[p][0]:.2f} against its near "
-            "misses and other segments.")) for p in phrases]
+            f"In {round(100 * found[p][1])} of every 100 of its strongest segments; separation {found[p][0]:.2f} "
+            "against its near misses and other segments.")) for p in phrases]
         return NamingResult(cands, None, self.prompt_version)
 
