@@ -50,6 +50,8 @@ from bench.name_metrics import name_metrics  # noqa: E402
 CACHE = Path("/tmp/prisma-bench/names")
 RESULTS = ROOT / "bench/results/names.json"
 DEMO_NOTES = 2000
+ENCODER = "multilingual-e5-small"
+"""The embedding runs' model (EmbedJobPayload's default): the label embedder must be the same."""
 EXAMPLES = 20
 LLAMA_THREADS = 1
 DETECTED = ("keywords", "llamacpp_v3")
@@ -276,7 +278,7 @@ def run_corpus(name: str, store: ArtifactStore, prepared, features: int, backend
     from services.interpreter.naming import Namer, naming_order
 
     corpus = load_corpus(store, ib.corpus_ref(store, *prepared))
-    embed = ib.label_embedder(1)
+    embed = ib.label_embedder(1, ENCODER)  # labels in the space the documents were embedded in
     embed(["warm-up"])
     index = TermIndex(corpus.text(p) for p in range(corpus.n_docs))
     feats = naming_order(corpus)[:features]
