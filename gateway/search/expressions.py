@@ -82,13 +82,13 @@ class SearchSpace:
     codes: sp.csc_matrix  # float32 [docs, n_features]
     labels: Mapping[int, str] = field(default_factory=dict)  # feature index -> shown label
     families: Mapping[int, Sequence[int]] = field(default_factory=dict)  # family id -> member indices
+    # the segment codes, or a function loading them on first use (they are several times the
+    # document codes, and only SEGMENT reads them); None: the run has none
+    segments: SegmentCodes | Callable[[], SegmentCodes] | None = None
     # feature index -> its shown name's calibrated threshold: a bare label:"…" condition means activation >= it
     thresholds: Mapping[int, float] = field(default_factory=dict)
     # features whose shown name is reliable: label:"x" reads only those of them where any is named "x"
     reliable: Collection[int] = frozenset()
-    # the segment codes, or a function loading them on first use (they are several times the
-    # document codes, and only SEGMENT reads them); None: the run has none
-    segments: SegmentCodes | Callable[[], SegmentCodes] | None = None
 
     def __post_init__(self) -> None:
         if not (sp.issparse(self.codes) and self.codes.format == "csc"):
