@@ -22,14 +22,9 @@ Methods, each scored on the held-out rows (precision, recall, F1 of the positive
     (services.sae.segments.training_vectors); a document's codes = the row-wise max of its segments'
     codes (pooled_codes); Prisma's probe on them. `probe_segments_by_unit` has the same with
     sentences as the unit beside it;
-  - expression_scoped: the features named on segments by Prisma's keywords back-end (the naming job's
-    segment corpus, services.interpreter.corpus.segment_corpus, with its term index and the label
-    embedder of bench/interpret.py), then a scoped expression written from the labels alone, as a
-    user reading the features list would: `SEGMENT((<topic> OR ...) AND NOT (<cue> OR ...))`, where the
-    topic features are those whose label's first term starts with the topic word (demo:
-    `bronchiolit`; negex: none, every row is a mention) and the cue features those whose first term
-    starts with one of the cue words of regex_cues (the same words a regex user wrote). No feature is
-    chosen by index or by the class labels; the expression and its features' labels are recorded;
+  - expression_scoped: the features named on segments by Prisma's keywords back-end (phrase names,
+    one meaning per name, a threshold each: bench/status_expression.py), then a scoped expression
+    written as a user would, from what the product's label search returns for the words typed;
   - probe_tokens (measured for item 3, not a product path): an SAE (same settings, 2,000 steps) on
     the last hidden state of every content token of every sentence (each sentence through the model
     on its own; unit norm; the training rows' tokens), every token encoded, max-pooled to sentences
@@ -65,6 +60,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.modules.setdefault("status", sys.modules[__name__])  # run as a script: status_expression.py imports this module
 
 from contracts.sae import SaeConfig  # noqa: E402
 from gateway.domain.concepts.probe import Split, binary_metrics, fit_probe, heldout_split  # noqa: E402
@@ -72,6 +68,9 @@ from services.sae.encoding import encode_all  # noqa: E402
 from services.embedder.segments import DEFAULT_UNIT  # noqa: E402
 from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
 from services.sae.trainer import SaeTrainer, holdout_metrics  # noqa: E402
+# status_variants.py reads these through this module
+from status_expression import USER_WORDS, name_on_segments, run_expression, score_expression, user_expression  # noqa: E402,F401
+from status_tokens import run_tokens, token_codes, token_states  # noqa: E402,F401
 from status_data import (LabelledSet, demo_regex, demo_regex_cues, demo_set, negex_regex,  # noqa: E402
                          negex_regex_cues, negex_set)
 
@@ -81,10 +80,6 @@ CS = np.logspace(-3, 3, 13)
 SAE = {"expansion_factor": 8, "k": 32, "max_steps": 2000, "lr": 3e-3}  # bench/probe.py's schedule
 METHODS = ("regex", "regex_cues", "tfidf_lr", "dense_lr", "probe_documents", "probe_segments", "expression_scoped",
            "probe_tokens", "tfidf_anchored", "probe_anchored")
-# expression_scoped: the words a user starts from (topic; the cue words of regex_cues, as written there)
-USER_WORDS = {"demo": (("bronchiolit",), ("sospett", "?", "esclus", "possibil", "probabil", "pregress")),
-              "negex": ((), ("no", "not", "denies", "denied", "without", "negative", "free", "ruled", "absence",
-                             "absent", "resolved", "declined", "neither", "nor", "unlikely"))}
 SEGMENTS_TRAIN_ON = "segments_and_documents"
 # probe_anchored / tfidf_anchored: the segments that name the topic (demo: the regex user's topic word;
 # NegEx: the marked mention, `[`)
@@ -171,7 +166,8 @@ def run_probe(codes: Any, ds: LabelledSet, split: Split) -> dict:
 
 # --- embeddings ------------------------------------------------------------------------------
 _MODEL: list[Any] = []
-MODEL_NAME = ["multilingual-e5-small"]  # --model: an allowlist name; cache files are per model
+MODEL_NAME = ["multilingual-e5-small"]
+QUICK = [False]  # --quick  # --model: an allowlist name; cache files are per model
 
 
 def _model() -> Any:
@@ -260,81 +256,6 @@ def sensitivity(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, var
     return rows
 
 
-# --- expression_scoped: names on segments, an expression from them ---------------------------
-def name_on_segments(ds: LabelledSet, seg: Segments, segment_codes: Any) -> tuple[dict[int, str], dict]:
-    """Every feature that fires on a segment, named by the keywords back-end on the segment corpus
-    (what the naming job does for a run with segment codes); (labels, timing)."""
-    import asyncio
-
-    import pyarrow as pa
-    from interpret import label_embedder
-
-    from contracts.interpret import BackendOptions
-    from services.interpreter.backends import build_backend
-    from services.interpreter.config import InterpreterSettings
-    from services.interpreter.corpus import segment_corpus
-    from services.interpreter.naming import Namer
-
-    table = pa.table({"position": np.arange(len(ds.texts)), "doc_id": np.arange(len(ds.texts)), "text": ds.texts})
-    shard = {"vectors": seg.vectors, "position": seg.position, "char_start": seg.char_start, "char_end": seg.char_end}
-    corpus = segment_corpus(table, [shard], segment_codes.tocsr())
-    opts = BackendOptions(backend="keywords")
-    namer = Namer(corpus=corpus, backends=[(opts, build_backend(opts, InterpreterSettings()))],
-                  embed_texts=label_embedder(1, MODEL_NAME[0]))
-    features = [int(f) for f in np.flatnonzero(corpus.codes.getnnz(axis=0) > 0)]
-    t0, records = time.perf_counter(), []
-    for i in range(0, len(features), 256):
-        pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]
-        records += asyncio.run(namer.name_features(features[i:i + 256], pool))
-    labels = {r.feature: r.interpretations[r.best].label for r in records if r.best is not None}
-    return labels, {"features_named": len(labels), "naming_seconds": round(time.perf_counter() - t0, 1)}
-
-
-def _first_term_starts(label: str, stems: tuple[str, ...]) -> bool:
-    import re
-
-    words = re.findall(r"\w+|\?", label.split(",")[0].casefold())
-    return any(w.startswith(s) for w in words for s in stems)
-
-
-def user_expression(labels: dict[int, str], topic: tuple[str, ...], cues: tuple[str, ...]) -> tuple[str, dict]:
-    """The expression a user writes from the labels (see the module's docstring), F<n> for brevity."""
-    topic_f = sorted(i for i, lab in labels.items() if topic and _first_term_starts(lab, topic)
-                     and not _first_term_starts(lab, cues))
-    cue_f = sorted(i for i, lab in labels.items() if _first_term_starts(lab, cues))
-    cue_part = " OR ".join(f"F{i}" for i in cue_f) or "F0 < 0"
-    inner = (f"({' OR '.join(f'F{i}' for i in topic_f)}) AND NOT ({cue_part})" if topic_f
-             else f"NOT ({cue_part})")
-    return f"SEGMENT({inner})", {"topic_features": {str(i): labels[i] for i in topic_f},
-                                 "cue_features": {str(i): labels[i] for i in cue_f}}
-
-
-def run_expression(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, out: dict) -> dict | None:
-    with stage(out, "name_segments"):
-        labels, out["naming"] = name_on_segments(ds, seg, pooled.segments)
-    topic, cues = USER_WORDS[ds.name]
-    expression, chosen = user_expression(labels, topic, cues)
-    if len(chosen["topic_features"]) + len(chosen["cue_features"]) > 256:  # the language's cap
-        out["expression_scoped"] = {"skipped": "more than 256 features", **chosen}
-        return None
-    with stage(out, "expression_scoped"):
-        scored = score_expression(ds, split, seg, pooled.segments, pooled.documents, labels, expression)
-    out["expression_scoped"] = {"expression": expression, **chosen}
-    return scored
-
-
-def score_expression(ds: LabelledSet, split: Split, seg: Segments, segment_codes: Any, document_codes: Any,
-                     labels: dict[int, str], expression: str) -> dict:
-    """The expression evaluated by Prisma's evaluator over these codes (SEGMENT(…) on `seg`'s rows),
-    scored on the held-out rows."""
-    from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
-
-    spans = np.stack([seg.char_start, seg.char_end], axis=1)
-    space = SearchSpace(document_codes.tocsc(), labels, {}, SegmentCodes(segment_codes, seg.position, spans))
-    match = evaluate(expression, space)
-    return _scored(ds.y[split.test], match.mask[split.test].astype(np.int64))
-
-
 # --- anchored: features against words on the segments that name the topic (measured) ----------
 def run_anchored(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, out: dict) -> tuple[dict, dict]:
     """(tfidf_anchored, probe_anchored): both read only the segments whose text matches ANCHORS
@@ -363,66 +284,6 @@ def run_anchored(ds: LabelledSet, split: Split, seg: Segments, pooled: Any, out:
     return tfidf, probe
 
 
-# --- probe_tokens: an SAE on token hidden states (issue #16 item 3, measured here) ------------
-def token_states(ds: LabelledSet, seg: Segments) -> tuple[np.ndarray, np.ndarray, float]:
-    """float16 [T, d] last hidden state of every content token of every segment (each segment run
-    through the model on its own, as its segment vector was) and the segment of each [T] (cached)."""
-    from services.embedder.chunking import chunk_token_windows, pack_batches
-    from services.embedder.encoder import build_batch, tokenize_texts
-
-    path = CACHE / f"status-{ds.name}-tokens-{_cache_key(ds)}.npz"
-    if path.exists():
-        with np.load(path) as z:
-            return z["x"], z["owner"], float(z["seconds"])
-    t0 = time.perf_counter()
-    lm = _model()
-    pieces = [ds.texts[d][a:b] for d, a, b in zip(seg.position.tolist(), seg.char_start.tolist(), seg.char_end.tolist())]
-    tok = tokenize_texts(lm, pieces)
-    plan = chunk_token_windows(tok.n_tokens, lm.window)
-    p = len(lm.prefix_ids)
-    states, owner = [], []
-    with torch.inference_mode():
-        for idx in pack_batches(plan.lengths + lm.n_special, batch_tokens=16384, max_batch_size=1024):
-            b = build_batch(lm, tok, plan, idx, "mean")
-            hidden = lm.model(input_ids=b.input_ids, attention_mask=b.attention_mask).last_hidden_state.float()
-            for j, c in enumerate(idx):
-                n = int(plan.lengths[c])
-                states.append(hidden[j, p:p + n].numpy().astype(np.float16))
-                owner.append(np.full(n, plan.doc[c], dtype=np.int64))
-    x, who = np.concatenate(states), np.concatenate(owner)
-    order = np.argsort(who, kind="stable")
-    seconds = time.perf_counter() - t0
-    np.savez(path, x=x[order], owner=who[order], seconds=seconds)
-    return x[order], who[order], seconds
-
-
-def token_codes(x: np.ndarray, owner: np.ndarray, seg: Segments, split: Split, n_docs: int) -> tuple[dict, Any, Any]:
-    """The token SAE (unit-norm states `x` [T, d] of the segments `owner` [T]; trained on the
-    training rows' tokens, its FVU on at most 50,000 held-out ones) and (its description, codes
-    max-pooled to segments [S, n], then to documents [n_docs, n])."""
-    from services.sae.encoding import max_pool_rows
-
-    in_train = np.isin(seg.position[owner], split.train)
-    hold = np.flatnonzero(~in_train)
-    hold = np.random.default_rng(0).choice(hold, min(len(hold), 50_000), replace=False)
-    sae, info = train_sae(x[in_train], x[np.sort(hold)])
-    segment_codes = max_pool_rows(encode_all(sae, x), owner, len(seg.position))
-    return info, segment_codes, max_pool_rows(segment_codes, seg.position, n_docs)
-
-
-def run_tokens(ds: LabelledSet, split: Split, seg: Segments, out: dict) -> dict:
-    with stage(out, "embed_tokens"):
-        x16, owner, seconds = token_states(ds, seg)
-    out["stages"]["embed_tokens"]["embedding_seconds"] = round(seconds, 1)
-    with stage(out, "sae_tokens"):
-        x = x16.astype(np.float32)
-        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-6)
-        out["sae_tokens"], _, codes = token_codes(x, owner, seg, split, len(ds.texts))
-        out["sae_tokens"]["tokens"] = len(x)
-    with stage(out, "probe_tokens"):
-        return run_probe(codes, ds, split)
-
-
 # --- one set ---------------------------------------------------------------------------------
 def _counts(seg: Segments, n_docs: int) -> dict:
     return {"rows": len(seg.position), "per_document_mean": round(len(seg.position) / n_docs, 2),
@@ -446,12 +307,13 @@ def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str]
     out["stages"]["embed_documents"]["embedding_seconds"] = round(embed_s, 1)  # 0-cost when read from the cache
     with stage(out, "dense_lr"):
         methods["dense_lr"] = run_dense(x, ds, split)
-    with stage(out, "sae_documents"):
-        # held out: the test rows' document vectors (the SAE never sees a test row)
-        sae, out["sae_documents"] = train_sae(x[split.train], x[split.test])
-        codes = encode_all(sae, x)  # [N, n] CSR
-    with stage(out, "probe_documents"):
-        methods["probe_documents"] = run_probe(codes, ds, split)
+    if not QUICK[0]:
+        with stage(out, "sae_documents"):
+            # held out: the test rows' document vectors (the SAE never sees a test row)
+            sae, out["sae_documents"] = train_sae(x[split.train], x[split.test])
+            codes = encode_all(sae, x)  # [N, n] CSR
+        with stage(out, "probe_documents"):
+            methods["probe_documents"] = run_probe(codes, ds, split)
     with stage(out, "embed_segments"):
         seg, seg_s = segment_vectors(ds)  # the product's default unit (clauses)
     out["stages"]["embed_segments"]["embedding_seconds"] = round(seg_s, 1)
@@ -460,6 +322,9 @@ def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str]
     methods["probe_segments"] = segment_probe(x, seg, ds, split, out, keep=pooled)
     methods["expression_scoped"] = run_expression(ds, split, seg, pooled[0], out)
     methods["tfidf_anchored"], methods["probe_anchored"] = run_anchored(ds, split, seg, pooled[0], out)
+    if QUICK[0]:  # --quick: the methods of issue #28's goal and their baselines, not the sentence and token SAEs
+        out["methods"], out["skipped"] = methods, ["probe_documents", "probe_segments_by_unit", "probe_tokens"]
+        return out
     # The other unit, sentences (the default before clauses measured better): same SAE, same probe.
     with stage(out, "embed_sentences"):
         sentences, sent_s = segment_vectors(ds, "sentence")
@@ -501,8 +366,10 @@ def main() -> None:
     parser.add_argument("--model", default=MODEL_NAME[0],
                         help="the encoder (an allowlist name); the file keeps the other model's figures "
                              "under the key `minilm` (or `e5`) for the comparison")
+    parser.add_argument("--quick", action="store_true",
+                        help="skip the document SAE, the sentence unit and the token SAE (null in the file)")
     args = parser.parse_args()
-    MODEL_NAME[0] = args.model
+    MODEL_NAME[0], QUICK[0] = args.model, args.quick
     variants = [v.strip() for v in args.sensitivity.split(",") if v.strip()]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

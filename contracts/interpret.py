@@ -135,6 +135,20 @@ class EvidenceIds(BaseModel):
         description="The feature's most contrastive terms (activating vs non-activating documents), as written: "
         "shown under the name as its evidence, and given to a language model as hints. Term statistics, not text.",
     )
+    near_misses: list[int] = Field(default_factory=list, description="Near misses contrasted with (never held out).")
+    holdout_near_misses: list[int] = Field(default_factory=list, description="Near misses scored on, never shown.")
+    near_miss_examples: list[str] = Field(default_factory=list, description="Held-out near misses' first 160 chars.")
+
+
+class Alternative(BaseModel):
+    """Another phrase of the feature, scored and calibrated like its name: shown where another feature holds
+    that name better (one meaning per name)."""
+
+    label: str
+    score: float | None = None
+    score_near_miss: float | None = None
+    threshold: float | None = None
+    reliable: bool | None = None
 
 
 class Interpretation(BaseModel):
@@ -162,6 +176,13 @@ class Interpretation(BaseModel):
         description="The label holds a verbatim run of at least 6 words of one excerpt the back-end was shown: "
         "a copy, not a name. Kept and shown as such, but never preferred over a label that is not a copy.",
     )
+    score_near_miss: float | None = Field(default=None, description="AUROC, held-out activating vs held-out near misses.")
+    threshold: float | None = Field(default=None, description="Lowest activation above which the name holds (its "
+                                    "words occur) on >= 80 % of the calibration segments; None: none does.")
+    precision_curve: list[tuple[float, float, int]] = Field(default_factory=list,
+                                                            description="(t, precision above t, segments above t).")
+    calibrated_on: int = Field(default=0, description="Segments the precision curve was measured on.")
+    alternatives: list[Alternative] = Field(default_factory=list, description="The feature's next phrases, scored.")
 
 
 class FeatureInterpretations(BaseModel):
@@ -352,33 +373,3 @@ class InterpretRunResult(BaseModel):
     mean_score: float | None = Field(default=None, description="Mean best score over named features.")
     unreliable_fraction: float | None = Field(default=None, description="Share of named features marked unreliable.")
     resumed_batches: int = Field(default=0, description="Shards found complete and kept.")
-
-
-class ExamplesRequest(BaseModel):
-    """A feature's documents to show a person: activating ones across quantiles, and near misses."""
-
-    corpus: CorpusRef
-    feature: int = Field(ge=0, description="Latent index in the SAE.")
-    activating: int = Field(default=12, ge=1, le=50, description="Activating documents, spread over quantiles.")
-    quantiles: int = Field(default=4, ge=1, le=10, description="Equal-rank activation bins sampled from.")
-    near_misses: int = Field(default=6, ge=0, le=50,
-                             description="Non-activating documents nearest to the activating ones' centroid.")
-    seed: int = Field(default=0, description="The same seed gives the same documents.")
-
-
-class Example(BaseModel):
-    position: int = Field(description="Row in the dataset snapshot.")
-    doc_id: int = Field(description="The gateway's document id.")
-    activation: float = Field(description="The feature's activation on the document (0 for a near miss).")
-    quantile: int | None = Field(default=None, description="Activation bin, 0 = strongest; None for a near miss.")
-    span: tuple[int, int] | None = Field(
-        default=None, description="[start, end) characters of the chunk where the feature is strongest; None: one chunk.",
-    )
-    similarity: float | None = Field(default=None, description="Near misses: cosine to the activating centroid.")
-
-
-class FeatureExamples(BaseModel):
-    feature: int
-    n_activating: int = Field(description="Documents where the feature fires.")
-    activating: list[Example] = Field(default_factory=list, description="Strongest first.")
-    near_misses: list[Example] = Field(default_factory=list, description="Nearest first.")

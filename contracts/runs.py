@@ -106,6 +106,10 @@ class FeatureOut(BaseModel):
     label: str | None = Field(default=None, description="Best-scoring interpretation's label, when named.")
     score: float | None = Field(default=None, description="That label's held-out score (AUROC or balanced accuracy).")
     reliable: bool | None = Field(default=None, description="Whether the score reaches the threshold; an unreliable label is not a fact.")
+    threshold: float | None = Field(
+        default=None, description='The activation above which the name holds with precision >= 0.8: what label:"…" means.')
+    skip_reason: str | None = Field(
+        default=None, description="Why the last naming job gave it no name (too rare, no separating phrase, ...).")
 
 
 class FeaturePage(BaseModel):
@@ -128,8 +132,33 @@ class InterpretationOut(BaseModel):
     score_detection: float | None = Field(description="Balanced accuracy of the LLM judge on held-out documents.")
     score: float | None
     reliable: bool | None
+    threshold: float | None = Field(
+        default=None, description="Lowest activation above which the name holds (its words occur) on >= 80 % of the "
+        "calibration segments; None: at no activation. label:\"…\" in an expression means above it.")
     evidence: dict[str, Any] = Field(description="Dataset positions shown and scored on (never text).")
     created_at: datetime
+
+    @computed_field(description="(activation t, precision of the name above t, segments above t), t descending.")
+    @property
+    def precision_curve(self) -> list[tuple[float, float, int]]:
+        return [tuple(p) for p in self.evidence.get("precision_curve") or []]  # type: ignore[misc]
+
+    @computed_field(description="AUROC of the name, held-out activating segments vs held-out near misses.")
+    @property
+    def score_near_miss(self) -> float | None:
+        return self.evidence.get("score_near_miss")
+
+    @computed_field(description="The start of a few near misses the name was scored against (weak activations, "
+                    "segments of co-firing features).")
+    @property
+    def near_misses(self) -> list[str]:
+        return list(self.evidence.get("near_miss_examples") or [])
+
+    @computed_field(description="The feature's next phrases, scored and calibrated; one replaces the name where a "
+                    "feature that holds the name better shows it.")
+    @property
+    def alternatives(self) -> list[dict[str, Any]]:
+        return list(self.evidence.get("alternatives") or [])
 
     @computed_field(description="The feature's most contrastive terms, the evidence the name was written from "
                     "(shown under it); [] for names stored before they were kept.")

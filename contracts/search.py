@@ -112,6 +112,8 @@ class LabelHit(BaseModel):
     interpretation_score: float | None = Field(description="How well the label predicts the feature.")
     reliable: bool | None
     density: float
+    threshold: float | None = Field(default=None, description='Activation above which the name holds: label:"…" means above it.')
+    notes: int | None = Field(default=None, description='Documents label:"…" selects (activation at or above the threshold).')
 
 
 class LabelResult(BaseModel):

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from contracts.interpret import Example, ExamplesRequest, FeatureExamples
+from contracts.examples import Example, ExamplesRequest, FeatureExamples
 from gateway.dashboard.sae_pages import sae_run_or_404
 from gateway.dashboard.views import render
 from gateway.deps import SessionDep, require_login

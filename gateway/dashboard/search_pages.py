@@ -23,7 +23,8 @@ from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs.query_model import NoQueryModel
 from gateway.search import service
 from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
-from gateway.search.space import SearchNotReady
+from gateway.search.label_rank import LabelEntry, rank_labels
+from gateway.search.space import SearchNotReady, load_search_space
 from gateway.services import ServiceError, ServiceUnavailable
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
@@ -155,8 +156,20 @@ def suggest(request: Request, run_id: int, session: SessionDep,
     elif tail is not None:
         words = tail.text.strip()
         if words and len(words) <= MAX_SUGGEST_WORDS and words.upper() not in KEYWORDS:
-            options = _by_label(session, run.id, q[: tail.start], words)
+            options = _by_label(session, run.id, q[: tail.start], words, _codes(request, session, run))
     return render(request, "partials/_search_suggestions.html", {"options": options})
+
+
+def _notes(n: int) -> str:
+    return "1 note" if n == 1 else f"{n} notes"
+
+
+def _codes(request: Request, session: SessionDep, run: Any) -> Any:
+    """The run's codes (to count the notes a name selects), or None before it has any."""
+    try:
+        return load_search_space(session, request.app.state.store, run).codes
+    except SearchNotReady:
+        return None
 
 
 def quote_label(label: str) -> str:
@@ -164,24 +177,29 @@ def quote_label(label: str) -> str:
     return label.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _by_label(session: SessionDep, run_id: int, prefix: str, words: str) -> list[dict[str, str]]:
-    """One option per shown label: features that share a label share its option (label:"…" reads them
+def _by_label(session: SessionDep, run_id: int, prefix: str, words: str, codes: Any = None) -> list[dict[str, str]]:
+    """One option per shown label, ranked by how well the name holds (gateway/search/label_rank.py), each saying
+    how many notes label:"…" would select; features that share a label share its option (label:"…" reads them
     all), each unreliable one marked."""
-    rows, _ = feature_repo.list_features(session, sae_run_id=run_id, sort="density", limit=SUGGESTIONS, offset=0,
+    rows, _ = feature_repo.list_features(session, sae_run_id=run_id, sort="score", limit=SUGGESTIONS, offset=0,
                                          text=words)
-    by_label: dict[str, tuple[str, list[int], list[int]]] = {}
-    for f, best in rows:
-        if best is not None:
-            _, indices, unreliable = by_label.setdefault(best.label.strip().casefold(), (best.label, [], []))
-            indices.append(f.index)
-            if best.reliable is False:
-                unreliable.append(f.index)
+    ranked = rank_labels([LabelEntry(f.index, best.label, best.description, best.score, best.reliable, best.threshold,
+                                     f.density) for f, best in rows if best is not None], codes)
+    by_label: dict[str, tuple[str, list[int], list[int], list[int]]] = {}
+    for entry, notes in ranked:
+        _, indices, unreliable, counts = by_label.setdefault(entry.label.strip().casefold(), (entry.label, [], [], []))
+        indices.append(entry.index)
+        if notes is not None:
+            counts.append(notes)
+        if entry.reliable is False:
+            unreliable.append(entry.index)
     options = []
-    for label, indices, unreliable in by_label.values():
+    for label, indices, unreliable, counts in by_label.values():
         mark = "" if not unreliable else " (unreliable)" if len(indices) == 1 else \
             f" ({', '.join(f'F{i}' for i in unreliable)} unreliable)"
+        selects = f" · selects {_notes(max(counts))}{'+' if len(counts) > 1 else ''}" if counts else ""
         options.append({"value": f'{prefix}label:"{quote_label(label)}"',
-                        "text": ", ".join(f"F{i}" for i in indices) + f" · {label}{mark}"})
+                        "text": ", ".join(f"F{i}" for i in indices) + f" · {label}{mark}{selects}"})
     return options
 
 

@@ -5,7 +5,9 @@
     0.7*F12 + 0.3*F40 >= 0.5         weighted sums
     any(F1, F2, F3) >= 0.2           the largest of several activations
     label:"bronchiolitis"            the features whose shown label is this (exact, case-insensitive;
-                                     several: their largest activation), else the one label containing it
+                                     several: their largest activation), else the one label containing it;
+                                     as a condition: above the name's calibrated threshold (where it holds
+                                     with precision >= 0.8), `label:"x" > 0` for any activation
     family:7                         any member of family 7 (its largest activation)
     SEGMENT(F1 AND NOT F2)           in one segment (clause or sentence) of the document: F1 and not F2 there
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import difflib
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -83,6 +85,10 @@ class SearchSpace:
     # the segment codes, or a function loading them on first use (they are several times the
     # document codes, and only SEGMENT reads them); None: the run has none
     segments: SegmentCodes | Callable[[], SegmentCodes] | None = None
+    # feature index -> its shown name's calibrated threshold: a bare label:"…" condition means activation >= it
+    thresholds: Mapping[int, float] = field(default_factory=dict)
+    # features whose shown name is reliable: label:"x" reads only those of them where any is named "x"
+    reliable: Collection[int] = frozenset()
 
     def __post_init__(self) -> None:
         if not (sp.issparse(self.codes) and self.codes.format == "csc"):
@@ -108,7 +114,8 @@ class SearchSpace:
         """The same features, labels and families with segments for rows (built once), or None."""
         segments = self.segment_codes()
         if segments is not None and self._scoped is None:
-            self._scoped = SearchSpace(segments.codes, self.labels, self.families)
+            self._scoped = SearchSpace(segments.codes, self.labels, self.families, thresholds=self.thresholds,
+                                       reliable=self.reliable)
         return self._scoped
 
     @property
@@ -168,8 +175,8 @@ def resolve_labels(space: SearchSpace, label: str, *, line: int = 1, column: int
     needle = label.strip().casefold()
     folded = space.folded_labels()
     exact = [i for i, _, f in folded if f == needle]
-    if exact:
-        return exact
+    if exact:  # one meaning per name among reliable features: an unreliable namesake is not what it means
+        return [i for i in exact if i in space.reliable] or exact
     within = [(i, lab) for i, lab, f in folded if needle and needle in f]
     if len(within) == 1:
         return [within[0][0]]
@@ -286,8 +293,23 @@ class _Evaluator:
             return _Condition(~mask, np.zeros(n, dtype=np.float32), None)
         if isinstance(node, ast.Segment):
             return self.segment(node)
+        if isinstance(node, ast.LabelRef):
+            return self.label_condition(node)
         value = np.broadcast_to(self.number(node), (n,))  # a number as a condition: "> 0"
         return _Condition(value > 0, value, None)
+
+    def label_condition(self, node: ast.LabelRef) -> _Condition:
+        """label:"x" as a condition: some feature of that name at or above its calibrated threshold (> 0 where
+        it has none); scored by the largest activation, as label:"x" reads as a number."""
+        n = self.space.n_docs
+        mask = np.zeros(n, dtype=bool)
+        score = np.zeros(n, dtype=np.float32)
+        for index in self.references(node):
+            column = self.column(index, node)
+            threshold = self.space.thresholds.get(index)
+            mask |= column >= np.float64(threshold) if threshold is not None and threshold > 0 else column > 0
+            np.maximum(score, column, out=score)
+        return _Condition(mask, score, None)
 
     def segment(self, node: ast.Segment) -> _Condition:
         """SEGMENT(c): c on every segment, then per document its best-scoring matching segment

@@ -20,6 +20,21 @@ def shown_labels(session: Session, *, sae_run_id: int) -> dict[int, str]:
     return {int(i): label for i, label in session.execute(stmt)}
 
 
+def shown_thresholds(session: Session, *, sae_run_id: int) -> dict[int, float]:
+    """Feature index → its shown name's calibrated threshold, for named features that have one."""
+    stmt = (select(Feature.index, Interpretation.threshold)
+            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id, Interpretation.threshold.is_not(None)))
+    return {int(i): float(t) for i, t in session.execute(stmt)}
+
+
+def reliable_features(session: Session, *, sae_run_id: int) -> frozenset[int]:
+    """Indices of the features whose shown name is reliable."""
+    stmt = (select(Feature.index).join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id, Interpretation.reliable.is_(True)))
+    return frozenset(int(i) for i in session.scalars(stmt))
+
+
 def family_members_of_run(session: Session, *, sae_run_id: int) -> dict[int, list[int]]:
     """Family id → its member feature indices (the parent first), for every family of the run."""
     out: dict[int, list[int]] = {fid: [] for fid in session.scalars(select(Family.id).where(Family.sae_run_id == sae_run_id))}

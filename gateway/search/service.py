@@ -34,7 +34,8 @@ from gateway.search import labels as label_search
 from gateway.search import text_index
 from gateway.search.expressions import evaluate
 from gateway.search.results import activations_at, document_hits, feature_labels, page_by_score, segment_hits
-from gateway.search.space import load_search_space
+from gateway.search.label_rank import LabelEntry, rank_labels
+from gateway.search.space import SearchNotReady, load_search_space
 
 
 @contextmanager
@@ -134,18 +135,42 @@ async def text_search(state: Any, run_id: int, body: TextSearch, session: Sessio
                       query_features=named, items=items)
 
 
-def _fulltext(state: Any, run_id: int, body: LabelSearch, session: Session | None) -> tuple[list, int]:
+MAX_LABEL_MATCHES = 2000
+"""Full-text matches ranked by how well their names hold (label_rank.py) before a page is cut."""
+
+
+def _fulltext(state: Any, run_id: int, body: LabelSearch, session: Session | None) -> tuple[list, int, dict]:
+    """The page of features whose label matches, ranked by how well the name holds (not by text rank), and the
+    notes each name selects."""
     with _unit(state, session) as db:
-        return label_search.fulltext(db, run_id, body)
+        every = body.model_copy(update={"limit": MAX_LABEL_MATCHES, "offset": 0})
+        rows, total = label_search.fulltext(db, run_id, every)
+        codes = _codes_or_none(state, db, run_id)
+    entries = {f.index: (f, i, score) for f, i, score in rows}
+    ranked = rank_labels([LabelEntry(f.index, i.label, i.description, i.score, i.reliable, i.threshold, f.density)
+                          for f, i, _ in rows], codes)
+    page = ranked[body.offset:body.offset + body.limit]
+    return [entries[e.index] for e, _ in page], total, {e.index: n for e, n in page}
+
+
+def _codes_or_none(state: Any, db: Session, run_id: int) -> Any:
+    run = run_repo.get_sae_run(db, run_id=run_id)
+    try:
+        return load_search_space(db, state.store, run).codes
+    except SearchNotReady:
+        return None
 
 
 async def label_query(state: Any, run_id: int, body: LabelSearch, session: Session | None = None) -> LabelResult:
-    """Features by label: full text in the database, or semantic (cosine with label embeddings)."""
+    """Features by label: full text in the database (ranked by how well each name holds), or semantic (cosine
+    with label embeddings)."""
+    notes: dict[int, int | None] = {}
     if body.method == "fulltext":
-        rows, total = await asyncio.to_thread(_fulltext, state, run_id, body, session)
+        rows, total, notes = await asyncio.to_thread(_fulltext, state, run_id, body, session)
     else:
         rows, total = await label_search.semantic(state, run_id, body)
     items = [LabelHit(index=f.index, label=i.label, description=i.description, score=round(score, 6),
-                      interpretation_score=i.score, reliable=i.reliable, density=f.density) for f, i, score in rows]
+                      interpretation_score=i.score, reliable=i.reliable, density=f.density, threshold=i.threshold,
+                      notes=notes.get(f.index)) for f, i, score in rows]
     return LabelResult(query=body.query, method=body.method, total=total, limit=body.limit, offset=body.offset,
                        items=items)

@@ -113,6 +113,8 @@ def load_search_space(session: Session, store: ArtifactStore, sae_run: SaeRun) -
     seg_uris = uris[1]
     space = SearchSpace(codes=_cache.get_codes(store, uris[0]), labels=repo.shown_labels(session, sae_run_id=sae_run.id),
                         families=repo.family_members_of_run(session, sae_run_id=sae_run.id),
+                        thresholds=repo.shown_thresholds(session, sae_run_id=sae_run.id),
+                        reliable=repo.reliable_features(session, sae_run_id=sae_run.id),
                         segments=None if seg_uris is None else lambda: _cache.get_segments(store, seg_uris))
     with _cache.lock:
         _cache.spaces[sae_run.id] = (uris, fingerprint, space)

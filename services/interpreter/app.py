@@ -11,7 +11,8 @@ import httpx
 from fastapi import Depends, FastAPI, HTTPException, Request
 
 from artifacts import ArtifactStore
-from contracts.interpret import CorpusRef, ExamplesRequest, FeatureExamples, InterpretRequest, InterpretResult
+from contracts.examples import ExamplesRequest, FeatureExamples
+from contracts.interpret import CorpusRef, InterpretRequest, InterpretResult
 from contracts.service_security import NO_DOCS, authorized
 from services.interpreter.backends import build_backend
 from services.interpreter.backends.base import BackendError

@@ -52,6 +52,13 @@ class EvidenceSet:
     """Hard negatives never held out (the shown ones, then the next nearest): candidates must exclude them."""
     selection_random: list[int] = field(default_factory=list)
     """Random non-activating documents never held out, as many as selection_hard (the held-out mix)."""
+    near_misses: list[int] = field(default_factory=list)
+    """Near misses phrases are contrasted with (near_misses.py); never held out."""
+    holdout_near_misses: list[int] = field(default_factory=list)
+    """Near misses the near-miss score is measured on, never shown."""
+    calibration: list[int] = field(default_factory=list)
+    """Activating segments a name's threshold is calibrated on (held out, or outside its evidence)."""
+    calibration_acts: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         shown = {*self.activating, *self.random_negatives, *self.hard_negatives,
@@ -75,7 +82,8 @@ class EvidenceSet:
             activating=self.pool_activating if pools else self.activating,
             random_negatives=self.pool_non_activating if pools else self.random_negatives,
             hard_negatives=self.hard_negatives, holdout_activating=self.holdout_activating,
-            holdout_non_activating=self.holdout_non_activating)
+            holdout_non_activating=self.holdout_non_activating, near_misses=self.near_misses,
+            holdout_near_misses=self.holdout_near_misses)
 
 
 def feature_rng(seed: int, feature: int) -> np.random.Generator:

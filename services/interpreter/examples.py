@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from contracts.interpret import Example, ExamplesRequest, FeatureExamples
+from contracts.examples import Example, ExamplesRequest, FeatureExamples
 from services.interpreter.corpus import Corpus
 from services.interpreter.evidence import feature_rng, hard_negatives, quantile_sample, strongest_chunk
 

@@ -13,18 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from contracts.interpret import (BackendOptions, EvidenceConfig, FamilyLabel, FeatureInterpretations,
+from contracts.interpret import (Alternative, BackendOptions, EvidenceConfig, FamilyLabel, FeatureInterpretations,
                                  Interpretation, InterpretRequest, InterpretResult, ScoringConfig)
 from contracts.sae import FeatureFamily
 from services.interpreter.backends.base import (Backend, BackendError, FamilyNamer, FamilyRequest,
                                                 NamingRequest, copies_input, with_retries)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
-from services.interpreter.evidence import (EvidenceSet, FeatureTooRare, Neighbours, anchors_of, cut_excerpt,
-                                           feature_rng, sample_evidence)
-from services.interpreter.selection import greedy_terms
+from services.interpreter.calibration import calibrated_threshold, curve_points, precision_curve
+from services.interpreter.evidence import EvidenceSet, FeatureTooRare, Neighbours, anchors_of, feature_rng, sample_evidence
+from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
+from services.interpreter.near_misses import NearMisses
+from services.interpreter.phrases import holds_mask, word_stems
+from services.interpreter.selection import alternative_reliable, first_per_backend, greedy_terms, lower, names_first, with_alternatives
 from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
                                          finalise)
 
@@ -70,60 +72,6 @@ class _Pending:
     """The feature's most contrastive terms: hints to a language model, and evidence shown under its name."""
 
 
-class _OneBlasThread:
-    """BLAS on one thread while any naming batch runs: batches of one event loop interleave at their
-    awaits, so the limit is set by the first to enter and restored by the last to leave (nested
-    threadpool_limits would restore out of order and leave the process on one thread)."""
-
-    def __init__(self) -> None:
-        self.users = 0
-        self.limiter: threadpool_limits | None = None
-
-    def __enter__(self) -> None:
-        if self.users == 0:
-            self.limiter = threadpool_limits(limits=1, user_api="blas")
-        self.users += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self.users -= 1
-        if self.users == 0 and self.limiter is not None:
-            self.limiter.restore_original_limits()
-            self.limiter = None
-
-
-_ONE_BLAS_THREAD = _OneBlasThread()
-
-
-class DrivingChunks:
-    """Excerpts centred on each document's strongest chunk for a feature, as evidence.excerpts cuts
-    them, with every chunk's k-th largest SAE pre-activation cached: a document recurs across the k
-    features it activates, so its chunks go through the whole encoder once, later features cost
-    one dot product (a feature is in a chunk's top k iff its pre-activation reaches the k-th)."""
-
-    def __init__(self, corpus: Corpus) -> None:
-        self.corpus = corpus
-        self._kth: dict[int, np.ndarray] = {}
-
-    def span(self, position: int, feature: int) -> tuple[int, int] | None:
-        """(char_start, char_end) of the strongest chunk; None with one chunk (evidence.strongest_chunk)."""
-        chunks, sae = self.corpus.chunks, self.corpus.sae
-        if chunks is None or sae is None or len(rows := chunks.rows(position)) <= 1:
-            return None
-        v = chunks.vectors[rows.start:rows.stop].astype(np.float32)  # [c, d]
-        v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)  # the SAE saw unit-norm documents
-        kth = self._kth.get(position)
-        if kth is None:
-            pre_all = (v - sae.b_dec) @ sae.w_enc.T + sae.b_enc  # [c, n]
-            kth = self._kth[position] = np.partition(pre_all, -sae.k, axis=1)[:, -sae.k]  # [c]
-        pre = sae.feature_preactivation(v, feature)  # [c]
-        act = np.where(pre >= kth - 1e-5 * np.abs(kth), np.maximum(pre, 0.0), 0.0)  # matvec vs matmul rounding
-        best = int(np.argmax(act)) if act.max() > 0 else int(np.argmax(pre))
-        return int(chunks.char_start[rows.start + best]), int(chunks.char_end[rows.start + best])
-
-    def excerpts(self, feature: int, positions: Sequence[int], max_chars: int) -> list[str]:
-        return [cut_excerpt(self.corpus.text(p), self.span(p, feature), max_chars) for p in positions]
-
-
 @dataclass
 class Namer:
     """Names features of one corpus with several back-ends, scored by the embedding scorer
@@ -162,6 +110,8 @@ class Namer:
         self._gate = asyncio.Semaphore(self.concurrency)
         self.driving = DrivingChunks(self.corpus)
         self.neighbours = Neighbours(self.corpus)
+        self.near = NearMisses(self.corpus, self.evidence.seed)
+        self._stem_cache: dict[int, frozenset[str]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self.embedded = 0
         """Texts embedded so far (cache misses): what naming costs."""
@@ -186,7 +136,7 @@ class Namer:
         """Every feature of `features` named by every back-end, scored; order kept. BLAS runs on one
         thread meanwhile: naming is thousands of small products, which a BLAS thread pool slows down
         (7× on two busy cores) instead of speeding up."""
-        with _ONE_BLAS_THREAD:
+        with ONE_BLAS_THREAD:
             return await self._name_features(features, control_pool)
 
     async def _name_features(self, features: Sequence[int],
@@ -204,16 +154,20 @@ class Namer:
             for interp in p.record.interpretations:
                 finalise(interp, self.scoring)
             p.record.best = best_index(p.record.interpretations)
+            for interp in p.record.interpretations:
+                for alt in interp.alternatives:
+                    alt.reliable = alternative_reliable(alt, interp, self.scoring)
             if p.evidence and not p.record.interpretations and p.record.skipped is None:
-                p.record.skipped = "every back-end failed"
+                p.record.skipped = ("no name: " + "; ".join(p.record.errors))[:300] if p.record.errors else "no name"
         return [p.record for p in pending]
 
     def _evidence(self, feature: int) -> _Pending:
         n_act = len(self.corpus.column(feature)[0])
         record = FeatureInterpretations(feature=feature, n_activating=n_act)
         try:
-            return _Pending(record, sample_evidence(self.corpus, feature, self.evidence, pool=self.keyword_pool,
-                                                    neighbours=self.neighbours))
+            ev = sample_evidence(self.corpus, feature, self.evidence, pool=self.keyword_pool, neighbours=self.neighbours)
+            self.near.add(ev)
+            return _Pending(record, ev)
         except FeatureTooRare as exc:
             record.skipped = str(exc)
             return _Pending(record)
@@ -234,7 +188,8 @@ class Namer:
         chars = self.evidence.excerpt_chars
         if isinstance(backend, KeywordsBackend):  # excerpts of the shown documents: its extractive spans
             return NamingRequest(ev.feature, self.driving.excerpts(ev.feature, ev.activating, chars), (), **ids,
-                                 hard_negative_ids=ev.selection_hard, candidates=opts.candidates)
+                                 hard_negative_ids=ev.selection_hard, near_miss_ids=ev.near_misses,
+                                 candidates=opts.candidates)
         language = LANGUAGES[self.language if opts.language == "auto" else opts.language]  # type: ignore[index]
         return NamingRequest(ev.feature, self.driving.excerpts(ev.feature, ev.activating, chars),
                              self.driving.excerpts(ev.feature, ev.non_activating, chars), **ids,
@@ -253,6 +208,7 @@ class Namer:
             return
         ids = ev.ids(pools=isinstance(backend, KeywordsBackend))
         ids.keywords = p.record.keywords = self._keywords(p)
+        ids.near_miss_examples = self.near.examples(ev)
         shown = [*request.activating, *request.non_activating]
         p.terms[backend.name] = list(result.extra.get("terms", []))
         p.record.interpretations += [
@@ -269,13 +225,13 @@ class Namer:
         named = [p for p in pending if p.record.interpretations]
         if not (self.scoring.embedding and self.embed_texts is not None):
             for p in named:
-                p.record.interpretations = _first_per_backend(p.record.interpretations, keep)
+                p.record.interpretations = with_alternatives(p.record.interpretations, keep)
             return
         named = [p for p in named if p.evidence and p.evidence.selection_activating
                  and p.evidence.selection_hard + p.evidence.selection_random]
         await self._compose(named)
         for p in named:
-            p.record.interpretations = _first_per_backend(p.record.interpretations, self.max_candidates)
+            p.record.interpretations = first_per_backend(p.record.interpretations, self.max_candidates)
         vectors = await self.embed([i.label for p in named for i in p.record.interpretations])
         for p in named:
             ev = p.evidence
@@ -287,7 +243,7 @@ class Namer:
                                    self.corpus.vectors[negatives] @ labels.T)  # [L]
             for interp, s in zip(interps, scores):
                 interp.score_evidence = round(float(s), 6)
-            p.record.interpretations = _first_per_backend(_names_first(interps, self.name_tolerance), keep)
+            p.record.interpretations = with_alternatives(names_first(interps, self.name_tolerance), keep)
 
     async def _compose(self, named: list[_Pending]) -> None:
         """Add candidates composed greedily from each back-end's offered terms (selection.py)."""
@@ -334,6 +290,7 @@ class Namer:
         if not self.scoring.embedding or self.embed_texts is None:
             return
         texts = sorted({i.label for p in pending for i in p.record.interpretations}
+                       | {a.label for p in pending for i in p.record.interpretations for a in i.alternatives}
                        | {p.control for p in pending if p.control})
         if not texts:
             return
@@ -350,6 +307,39 @@ class Namer:
             control = scores[-1] if p.control else None
             for interp, s in zip(p.record.interpretations, scores):
                 interp.score_embedding, interp.control_embedding = s, control
+            self._near_and_threshold(p, vectors)
+
+    def _stems(self, position: int) -> frozenset[str]:
+        """word_stems of a unit, cached (a segment is in the calibration sets of all the features it activates)."""
+        found = self._stem_cache.get(position)
+        if found is None:
+            if len(self._stem_cache) >= EMBED_CACHE:
+                self._stem_cache.clear()
+            found = self._stem_cache[position] = word_stems(self.corpus.text(position))
+        return found
+
+    def _near_and_threshold(self, p: _Pending, vectors: dict[str, np.ndarray]) -> None:
+        """Each name's (and alternative's) near-miss AUROC, held-out activating vs held-out near misses, and its
+        threshold: the lowest activation above which its words occur in >= 80 % of the calibration segments."""
+        ev = p.evidence
+        assert ev is not None
+        texts = [self._stems(q) for q in ev.calibration]
+        acts = np.asarray(ev.calibration_acts, dtype=np.float64)
+        named = [*p.record.interpretations, *(a for i in p.record.interpretations for a in i.alternatives)]
+        near = len(ev.holdout_near_misses) >= 4
+        if near:
+            scores = embedding_scores(np.stack([vectors[n.label] for n in named]),
+                                      self.corpus.vectors[ev.holdout_activating],
+                                      self.corpus.vectors[ev.holdout_near_misses])
+        for k, n in enumerate(named):
+            n.score_near_miss = round(scores[k], 6) if near else None
+            holds = holds_mask(n.label, texts)
+            n.threshold = calibrated_threshold(acts, holds)
+            if isinstance(n, Interpretation):
+                n.precision_curve, n.calibrated_on = curve_points(precision_curve(acts, holds)), len(texts)
+            else:
+                n.score = lower(n.score_near_miss, next(i.score_embedding for i in p.record.interpretations
+                                                         if n in i.alternatives))
 
     async def _score_detection(self, p: _Pending) -> None:
         """Detection for each back-end's best candidate by embedding score (all when unscored), and the control."""
@@ -370,33 +360,6 @@ class Namer:
                     interp.control_detection = control
         except BackendError as exc:
             p.record.errors.append(f"detection: {type(exc).__name__}: {exc}"[:300])
-
-
-def _names_first(interps: list[Interpretation], tolerance: float) -> list[Interpretation]:
-    """By evidence score, best first (stable: among equals the back-end's earlier, plainer one), copies
-    of an excerpt after every other label, except that each back-end's best name (a label that is not a
-    term list nor a copy) within `tolerance` of its best score goes first: a name reads better, and such
-    differences are within the evidence's noise."""
-    ranked = sorted(interps, key=lambda i: (i.copies_input, -(i.score_evidence or 0.0)))
-    top: dict[str, float] = {}
-    for i in ranked:
-        top.setdefault(i.backend, i.score_evidence or 0.0)
-    names: dict[str, Interpretation] = {}
-    for i in ranked:
-        if ", " not in i.label and not i.copies_input and (i.score_evidence or 0.0) >= top[i.backend] - tolerance:
-            names.setdefault(i.backend, i)
-    return [*names.values(), *(i for i in ranked if all(i is not n for n in names.values()))]
-
-
-def _first_per_backend(interps: list[Interpretation], keep: int) -> list[Interpretation]:
-    """The first `keep` interpretations of each back-end, in the given order."""
-    count: dict[str, int] = {}
-    out = []
-    for interp in interps:
-        count[interp.backend] = count.get(interp.backend, 0) + 1
-        if count[interp.backend] <= keep:
-            out.append(interp)
-    return out
 
 
 async def interpret_feature(request: InterpretRequest, corpus: Corpus, backend: Backend, *,

@@ -23,10 +23,10 @@ from contracts.interpret import BackendOptions, FeatureInterpretations, Interpre
 from contracts.jobs import Progress
 from services.interpreter.backends import build_backend
 from services.interpreter.backends.base import Backend, FamilyNamer
-from services.interpreter.backends.keywords import KeywordsBackend
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.corpus import Corpus, load_corpus
 from services.interpreter.naming import Namer, name_families, naming_order
+from services.interpreter.phrases import PhraseBackend
 from services.interpreter.scoring import EmbedFn
 
 ProgressFn = Callable[[Progress], None]
@@ -111,7 +111,7 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     judge = next((b for b in built if b.name != "keywords"), None)
     named_by = list(zip(payload.backends, built))
     if payload.keywords_fallback and all(b.name != "keywords" for b in built):
-        named_by.append((BackendOptions(backend="keywords"), KeywordsBackend()))
+        named_by.append((BackendOptions(backend="keywords"), PhraseBackend()))
     namer = Namer(corpus, named_by, embed_texts, payload.evidence, payload.scoring, judge=judge)
     features = payload.features if payload.features is not None else naming_order(corpus, payload.order)
     features = features[: payload.limit] if payload.limit is not None else features

@@ -64,17 +64,22 @@ async def detection_score(backend: Backend, label: str, description: str | None,
 
 
 def finalise(interp: Interpretation, cfg: ScoringConfig) -> Interpretation:
-    """Set `score` (detection when measured, else embedding) and `reliable`: at or above its threshold,
-    on at least `min_holdout_activating` held-out activating documents."""
+    """Set `score` (detection when measured, else embedding; with near misses held out, the lower of that and
+    the near-miss AUROC, so a name that fits its near misses as well scores low) and `reliable`: at or above
+    its threshold, on at least `min_holdout_activating` held-out activating documents, and, where it was
+    calibrated, with an activation threshold at which it holds (calibration.py)."""
     if interp.score_detection is not None:
         interp.score, threshold = interp.score_detection, cfg.detection_threshold
     elif interp.score_embedding is not None:
         interp.score, threshold = interp.score_embedding, cfg.embedding_threshold
+        if interp.score_near_miss is not None:
+            interp.score = min(interp.score, interp.score_near_miss)
     else:
         interp.score, interp.reliable = None, None
         return interp
     interp.reliable = (interp.score >= threshold
-                       and len(interp.evidence.holdout_activating) >= cfg.min_holdout_activating)
+                       and len(interp.evidence.holdout_activating) >= cfg.min_holdout_activating
+                       and (interp.threshold is not None or interp.calibrated_on == 0))
     return interp
 
 

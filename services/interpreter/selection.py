@@ -1,4 +1,5 @@
-"""Choosing labels on evidence documents (never the held-out ones): term lists composed greedily.
+"""Choosing labels on evidence documents (never the held-out ones): term lists composed greedily, names
+before term lists within a tolerance, the next names kept as alternatives.
 
 The embedding scorer ranks documents by cos(label, document); for one label the ranking is that of
 label · document (documents are unit-norm, the label's norm is a constant), so the AUROC of a label
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from contracts.interpret import Alternative, Interpretation, ScoringConfig
 from services.interpreter.scoring import auroc_columns
 
 
@@ -33,4 +35,58 @@ def greedy_terms(pos: np.ndarray, neg: np.ndarray, max_terms: int = 4) -> list[l
         chosen.append(rest[best])
         cur_p, cur_n = cur_p + pos[:, rest[best]], cur_n + neg[:, rest[best]]
         out.append(list(chosen))
+    return out
+
+
+def names_first(interps: list[Interpretation], tolerance: float) -> list[Interpretation]:
+    """By evidence score, best first (stable: among equals the back-end's earlier, plainer one), copies
+    of an excerpt after every other label, except that each back-end's best name (a label that is not a
+    term list nor a copy) within `tolerance` of its best score goes first: a name reads better, and such
+    differences are within the evidence's noise."""
+    ranked = sorted(interps, key=lambda i: (i.copies_input, -(i.score_evidence or 0.0)))
+    top: dict[str, float] = {}
+    for i in ranked:
+        top.setdefault(i.backend, i.score_evidence or 0.0)
+    names: dict[str, Interpretation] = {}
+    for i in ranked:
+        if ", " not in i.label and not i.copies_input and (i.score_evidence or 0.0) >= top[i.backend] - tolerance:
+            names.setdefault(i.backend, i)
+    return [*names.values(), *(i for i in ranked if all(i is not n for n in names.values()))]
+
+
+ALTERNATIVES = 3
+"""Next phrases kept with a name, scored and calibrated: what it shows where another feature holds its name better."""
+
+
+def with_alternatives(ranked: list[Interpretation], keep: int) -> list[Interpretation]:
+    """The first `keep` of each back-end, each kept name carrying the back-end's next names (not term lists
+    nor copies) as alternatives, best first."""
+    kept = first_per_backend(ranked, keep)
+    for interp in kept:
+        others = [i.label for i in ranked if i.backend == interp.backend and all(i is not k for k in kept)
+                  and ", " not in i.label and not i.copies_input]
+        interp.alternatives = [Alternative(label=lab) for lab in dict.fromkeys(others)][:ALTERNATIVES]
+    return kept
+
+
+def lower(a: float | None, b: float | None) -> float | None:
+    """The lower of two scores, either missing: the other."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def alternative_reliable(alt: Alternative, interp: Interpretation, cfg: ScoringConfig) -> bool | None:
+    if alt.score is None:
+        return None
+    return (alt.score >= cfg.embedding_threshold and alt.threshold is not None
+            and len(interp.evidence.holdout_activating) >= cfg.min_holdout_activating)
+
+
+def first_per_backend(interps: list[Interpretation], keep: int) -> list[Interpretation]:
+    """The first `keep` interpretations of each back-end, in the given order."""
+    count: dict[str, int] = {}
+    out = []
+    for interp in interps:
+        count[interp.backend] = count.get(interp.backend, 0) + 1
+        if count[interp.backend] <= keep:
+            out.append(interp)
     return out

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from contracts.interpret import Example, FeatureExamples
+from contracts.examples import Example, FeatureExamples
 from tests.concepts.conftest import N_DOCS
 from tests.gateway.polling import wait_done
 

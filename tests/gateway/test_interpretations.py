@@ -45,12 +45,13 @@ async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> N
     named = [f for f in page["items"] if f["label"]]
     assert len(named) == job["result"]["n_named"]
     cfg = ScoringConfig()
-    for f in named:  # reliable: at or above the threshold, on enough held-out activating documents
+    for f in named:  # reliable: at or above the score threshold, on enough held-out documents, calibrated
         assert f["score"] is not None and 0 <= f["score"] <= 1
         shown = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{f['index']}/interpretations",
                                   headers=auth)).json()[0]
         held = len(shown["evidence"]["holdout_activating"])
-        assert f["reliable"] == (f["score"] >= cfg.embedding_threshold and held >= cfg.min_holdout_activating)
+        assert f["reliable"] == (f["score"] >= cfg.embedding_threshold and held >= cfg.min_holdout_activating
+                                 and f["threshold"] is not None)  # and it holds above some activation
     by_score = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?sort=score&limit=500", headers=auth)).json()
     keys = [(f["reliable"] is not True, -f["score"]) for f in by_score["items"] if f["score"] is not None]
     assert keys == sorted(keys) and len(keys) == len(named)  # reliable names first, each kind best first

@@ -8,7 +8,7 @@ import httpx
 import numpy as np
 import pytest
 
-from contracts.interpret import ExamplesRequest, FeatureExamples
+from contracts.examples import ExamplesRequest, FeatureExamples
 from services.interpreter.app import create_app
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.corpus import load_corpus

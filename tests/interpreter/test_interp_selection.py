@@ -13,7 +13,8 @@ from contracts.interpret import (BackendOptions, EvidenceConfig, EvidenceIds, Fe
 from services.interpreter.backends.base import Backend, LabelCandidate, NamingRequest, NamingResult
 from services.interpreter.corpus import load_corpus
 from services.interpreter.evidence import sample_evidence
-from services.interpreter.naming import Namer, _first_per_backend, _names_first, _Pending
+from services.interpreter.naming import Namer, _Pending
+from services.interpreter.selection import first_per_backend as _first_per_backend, names_first as _names_first
 from services.interpreter.scoring import auroc, auroc_columns
 
 from tests.interpreter.conftest import topic_embed  # noqa: E402

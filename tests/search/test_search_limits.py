@@ -81,6 +81,6 @@ async def test_suggestions_bound_the_box(client, auth, wide_run) -> None:  # noq
     quotes = (await client.get(url, params={"q": 'x"' * 900 + ' OR label:"sosp'}, headers=auth)).text
     assert 'label:&#34;sospetto&#34;' in quotes
     words = (await client.get(url, params={"q": "a" * 1900 + " AND bronch"}, headers=auth)).text
-    assert ">F0 · bronchiolite</option>" in words
+    assert ">F0 · bronchiolite · selects 1 note</option>" in words
     index = (await client.get(url, params={"q": "1" * 1900 + " OR F3"}, headers=auth)).text
     assert ">F3 · febbre</option>" in index

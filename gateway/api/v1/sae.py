@@ -165,7 +165,8 @@ async def reinterpret(
 
 
 def feature_out(feat, best) -> FeatureOut:  # noqa: ANN001
-    extra = {"label": best.label, "score": best.score, "reliable": best.reliable} if best is not None else {}
+    extra = ({"label": best.label, "score": best.score, "reliable": best.reliable, "threshold": best.threshold}
+             if best is not None else {})
     return FeatureOut.model_validate(feat).model_copy(update=extra)
 
 

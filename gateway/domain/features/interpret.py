@@ -26,6 +26,7 @@ from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.features.models import Family, Interpretation
+from gateway.domain.features.names import NameChoice, distinct_names
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import run_service_job
@@ -33,6 +34,7 @@ from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import EmbeddingRun
 from gateway.domain.runs.query_model import query_embedding
+from gateway.search import repo as search_repo
 from gateway.services import ServiceError
 
 KIND = "interpret_run"
@@ -102,6 +104,7 @@ def record_interpretations(ctx: JobContext, sae_run_id: int, result: InterpretRu
     with session_scope(ctx.factory) as session:
         for shard in result.shards:
             _record_shard(session, sae_run_id, _read_records(ctx.store, shard.uri))
+        distinct_run_names(session, sae_run_id)
         if result.families is not None:
             labels = [FamilyLabel.model_validate(f) for f in json.loads(ctx.store.read_bytes(result.families.uri))]
             names = {(f.iteration, f.parent): f.label for f in labels}
@@ -124,7 +127,10 @@ def _record_shard(session: Any, sae_run_id: int, records: list[FeatureInterpreta
     named = []
     for rec in records:
         feat = by_index.get(rec.feature, (None, None))[0]
-        if feat is None or not rec.interpretations:
+        if feat is None:
+            continue
+        feat.skip_reason = None if rec.interpretations else (rec.skipped or "no name")[:300]
+        if not rec.interpretations:
             continue
         session.add_all(interpretation_rows(feat.id, rec))
         named.append(feat)
@@ -138,12 +144,44 @@ def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[In
     return [Interpretation(feature_id=feature_id, backend=i.backend, model=i.model, prompt_version=i.prompt_version,
                            label=i.label, description=i.description, score_embedding=i.score_embedding,
                            score_detection=i.score_detection, score=i.score, reliable=i.reliable,
+                           threshold=i.threshold,
                            evidence=i.evidence.model_dump() | {"control_embedding": i.control_embedding,
                                                                "control_detection": i.control_detection,
                                                                "score_evidence": i.score_evidence,
-                                                               "copies_input": i.copies_input},
+                                                               "copies_input": i.copies_input,
+                                                               "score_near_miss": i.score_near_miss,
+                                                               "precision_curve": i.precision_curve,
+                                                               "calibrated_on": i.calibrated_on,
+                                                               "alternatives": [a.model_dump() for a in i.alternatives]},
                            created_at=i.created_at.replace(tzinfo=None))
             for i in rec.interpretations]
+
+
+def distinct_run_names(session: Any, sae_run_id: int) -> int:
+    """One meaning per name (gateway/domain/features/names.py): where reliable features of the run show the
+    same name, all but the one it holds best show their first free reliable alternative (the shown row's label,
+    scores and threshold become the alternative's; the name it replaced stays in its evidence), or keep the
+    name marked unreliable. Returns how many features changed."""
+    rows = search_repo.named_features(session, sae_run_id=sae_run_id)
+    by_feature = {f.index: i for f, i in rows}
+    choices = [NameChoice(f.index, i.label, i.score, i.reliable, i.threshold, list((i.evidence or {}).get("alternatives") or []))
+               for f, i in rows]
+    changes = distinct_names(choices)
+    for index, alt in changes.items():
+        interp = by_feature[index]
+        evidence = dict(interp.evidence or {})
+        if alt is None:
+            interp.reliable = False
+            evidence["shared_name"] = True
+        else:
+            evidence["replaced_label"] = interp.label
+            evidence["alternatives"] = [a for a in evidence.get("alternatives") or [] if a["label"] != alt["label"]]
+            evidence["score_near_miss"] = alt.get("score_near_miss")
+            interp.label, interp.score, interp.threshold, interp.reliable = (alt["label"], alt["score"],
+                                                                             alt["threshold"], alt["reliable"])
+        interp.evidence = evidence
+    session.flush()
+    return len(changes)
 
 
 async def interpret_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
@@ -227,6 +265,7 @@ def _store_reinterpretation(factory: Any, sae_run_id: int, result: InterpretResu
         session.flush()
         feature_repo.set_best_interpretation(session, feature=feature)
         session.flush()
+        distinct_run_names(session, sae_run_id)
         best = next((i for i in feature_repo.interpretations_of(session, feature_id=feature.id)
                      if i.id == feature.best_interpretation_id), None)
         audit(session, principal, "interpretation.create", target_type="sae_run", target_id=sae_run_id,

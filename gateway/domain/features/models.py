@@ -26,6 +26,8 @@ class Feature(Base):
     best_interpretation_id: Mapped[int | None] = mapped_column(
         ForeignKey("interpretations.id", ondelete="SET NULL", use_alter=True)
     )
+    skip_reason: Mapped[str | None] = mapped_column(
+        String(300), comment="Why the last naming job gave it no name (too rare, no separating phrase, ...).")
 
 
 class Interpretation(Base):
@@ -42,6 +44,8 @@ class Interpretation(Base):
     score_detection: Mapped[float | None]
     score: Mapped[float | None] = mapped_column(comment="The score used for best-of-n.")
     reliable: Mapped[bool | None]
+    threshold: Mapped[float | None] = mapped_column(
+        comment="Lowest activation above which the name holds with precision >= 0.8; label:\"...\" means above it.")
     evidence: Mapped[dict[str, Any]] = mapped_column(default=dict, comment="Document ids shown, never text.")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

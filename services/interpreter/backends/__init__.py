@@ -39,6 +39,6 @@ def build_backend(options: BackendOptions, settings: InterpreterSettings) -> Bac
                                n_ctx=settings.llamacpp_ctx, threads=settings.llamacpp_threads,
                                max_models=settings.llamacpp_cached_models,
                                timeout_s=settings.request_timeout_s, **common)
-    from services.interpreter.backends.keywords import KeywordsBackend
+    from services.interpreter.phrases import PhraseBackend
 
-    return KeywordsBackend()
+    return PhraseBackend()

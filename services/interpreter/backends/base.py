@@ -69,6 +69,8 @@ class NamingRequest:
     non_activating_ids: Sequence[int] = ()
     hard_negative_ids: Sequence[int] = ()
     """Non-activating documents nearest the activating ones: what tells this feature from its topic."""
+    near_miss_ids: Sequence[int] = ()
+    """Near misses never held out: the feature's weakest activations and segments of features that co-fire with it."""
     hints: Sequence[str] = ()
     """Top contrastive keywords, offered to language models."""
     candidates: int = 3

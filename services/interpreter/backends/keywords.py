@@ -34,8 +34,11 @@ from services.interpreter.backends.stopwords import STOP_WORDS
 
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _SENTENCE_END = re.compile(r"[.;:!?()\[\]{}\n]")
-MAX_NGRAM = 4
-"""Longest phrase, in words (stop-words inside included)."""
+MAX_NGRAM = 5
+"""Longest phrase, in words (stop-words inside included): "pcr nei limiti", "non evidenza di bronchiolite"."""
+CUE_WORDS = frozenset("non no not senza without nor never neither nessun nessuna nessuno mai".split())
+"""Negation words (Italian and English, folded): stop-words, yet they may start or end a phrase and stand
+alone as a term, since "non bronchiolite" and "bronchiolite" are different names."""
 LABEL_WORDS = 8
 """Longest label, in words (a term list's words together): short enough to read as a name."""
 SPAN_WORDS = LABEL_WORDS
@@ -53,7 +56,7 @@ def fold(text: str) -> str:
 
 
 def _is_content(word: str) -> bool:
-    return len(word) >= 3 and word not in STOP_WORDS
+    return word in CUE_WORDS or (len(word) >= 3 and word not in STOP_WORDS)
 
 
 _WORD_INFO: dict[str, tuple[str, bool]] = {}
@@ -129,6 +132,7 @@ class TermIndex:
         self.matrix = matrix[:, keep].tocsr()  # [docs, V] 0/1
         self.background = df[keep]  # [V] document frequency in the corpus
         self.prior = self.background / max(self.background.sum(), 1e-12)  # [V], cached for log_odds_z
+        self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
 
     def counts(self, rows: Sequence[int]) -> np.ndarray:
         """[V] documents among `rows` containing each term."""

@@ -1,0 +1,60 @@
+"""How label search ranks the features a query finds: by how well the name holds, then how specific it is.
+
+Pure (no database): the label search of the API and the search box's completion rank the rows the database
+finds with `rank_labels`, and bench/status.py ranks a run's names with the same function, matching them
+with `label_matches` (the full-text index's rule: every word of the query begins a word of the label or the
+description). Order: reliable names first, then the held-out score (best first), then the fewer notes a name
+selects (the more specific), then index. Each entry says how many notes `label:"…"` would select: those
+where the feature reaches its name's threshold (any activation where it has none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class LabelEntry:
+    index: int
+    label: str
+    description: str | None
+    score: float | None
+    reliable: bool | None
+    threshold: float | None
+    density: float = 0.0
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
+def label_matches(query: str, entry: LabelEntry) -> bool:
+    """Every word of `query` begins some word of the entry's label or description (as the full-text index)."""
+    terms = _words(query)
+    words = _words(f"{entry.label} {entry.description or ''}")
+    return bool(terms) and all(any(w.startswith(t) for w in words) for t in terms)
+
+
+def notes_selected(codes: sp.csc_matrix, entry: LabelEntry) -> int:
+    """Documents (rows of the CSC codes) where the feature reaches its threshold (> 0 without one)."""
+    values = codes.data[codes.indptr[entry.index]:codes.indptr[entry.index + 1]]
+    t = entry.threshold
+    return int(np.count_nonzero(values >= t if t is not None and t > 0 else values > 0))
+
+
+def rank_labels(entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None) -> list[tuple[LabelEntry, int | None]]:
+    """(entry, notes it selects) in ranking order; notes None without codes."""
+    counted = [(e, notes_selected(codes, e) if codes is not None else None) for e in entries]
+    return sorted(counted, key=lambda c: (not c[0].reliable, -(c[0].score or 0.0),
+                                          c[1] if c[1] is not None else c[0].density, c[0].index))
+
+
+def search_names(query: str, entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None,
+                 limit: int = 20) -> list[tuple[LabelEntry, int | None]]:
+    """The `limit` best entries matching `query`, ranked."""
+    return rank_labels((e for e in entries if label_matches(query, e)), codes)[:limit]

@@ -1,0 +1,59 @@
+"""A threshold per name: the lowest activation above which the name holds on at least MIN_PRECISION of segments.
+
+For a feature's calibration segments (activating ones: held out, or never among those its name was chosen
+from; `near_misses.calibration_positions`) with activations a_i and h_i = the name holds on segment i
+(`phrases.name_holds`: its words occur there),
+
+    precision(t) = sum(h_i for a_i >= t) / #{a_i >= t},
+    threshold    = min { t in {a_i} : precision(t) >= MIN_PRECISION and #{a_i >= t} >= MIN_ABOVE },
+
+None when no t qualifies. precision(t) is not monotone in t, and the lowest qualifying t is the one that
+keeps the most segments. Segments that do not activate the feature are below every t > 0 and do not change
+the precision; they change the recall, which the threshold does not promise.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+MIN_PRECISION = 0.8
+MIN_ABOVE = 5
+"""Segments above a threshold at least: a precision of 1/1 says nothing."""
+CURVE_POINTS = 12
+
+
+class Curve(NamedTuple):
+    thresholds: np.ndarray  # float64 [U]: distinct activations, descending
+    precision: np.ndarray  # float64 [U]: precision of the segments at or above each
+    above: np.ndarray  # int64 [U]: how many segments are at or above each
+
+
+def precision_curve(acts: np.ndarray, holds: np.ndarray) -> Curve:
+    """precision(t) at every distinct activation t (one sort, cumulative sums)."""
+    acts = np.asarray(acts, dtype=np.float64)
+    order = np.argsort(-acts, kind="stable")
+    a, h = acts[order], np.asarray(holds, dtype=np.float64)[order]
+    if not len(a):
+        return Curve(np.empty(0), np.empty(0), np.empty(0, np.int64))
+    last = np.r_[a[1:] != a[:-1], True]  # the last of each run of equal activations: ties are all "at or above"
+    n = np.arange(1, len(a) + 1)
+    return Curve(a[last], np.cumsum(h)[last] / n[last], n[last].astype(np.int64))
+
+
+def calibrated_threshold(acts: np.ndarray, holds: np.ndarray, min_precision: float = MIN_PRECISION,
+                         min_above: int = MIN_ABOVE) -> float | None:
+    """The lowest activation t with precision(t) >= min_precision on at least min_above segments; None if none."""
+    curve = precision_curve(acts, holds)
+    ok = (curve.precision >= min_precision - 1e-12) & (curve.above >= min_above)
+    return float(curve.thresholds[ok].min()) if ok.any() else None
+
+
+def curve_points(curve: Curve, points: int = CURVE_POINTS) -> list[tuple[float, float, int]]:
+    """At most `points` (t, precision, above) of the curve, evenly spaced by rank, t descending, rounded."""
+    if not len(curve.thresholds):
+        return []
+    pick = np.unique(np.linspace(0, len(curve.thresholds) - 1, min(points, len(curve.thresholds))).astype(int))
+    return [(round(float(curve.thresholds[i]), 4), round(float(curve.precision[i]), 4), int(curve.above[i]))
+            for i in pick]

@@ -1,0 +1,69 @@
+"""Near misses of a feature, and the segments its name's threshold is calibrated on.
+
+Near misses are what a name must not fit: segments where one of its CO_FEATURES most co-firing features fires
+and it does not (co-occurrence C_norm[f, j] = |f and j| / |f| over the corpus's codes; the interpreter holds no
+decoder, and features that share segments are the ones whose names collide). Up to HOLDOUT are held out for the
+near-miss score, never shown; the next SHOWN are the contrast phrases are chosen against.
+
+The feature's weak activations are near misses of another kind: they enter the calibration set (activating
+segments held out, or outside the name's evidence, weak ones included), where the precision curve finds the
+activation below which the name stops holding. They are not in the near-miss AUROC: a feature whose weak
+activations mean what its strong ones do would score as chance there, and lose a name that holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from services.interpreter.corpus import Corpus
+from services.interpreter.evidence import EvidenceSet, feature_rng
+
+CO_FEATURES = 5
+HOLDOUT = 20
+"""Held-out near misses the near-miss score is measured on."""
+SHOWN = 120
+"""Near misses phrases are contrasted with."""
+CALIBRATION = 300
+"""Activating segments outside the name's own evidence added to the held-out ones to calibrate its threshold."""
+EXAMPLES = 5
+
+
+class NearMisses:
+    """Draws near misses for features of one corpus (its codes as rows, converted once)."""
+
+    def __init__(self, corpus: Corpus, seed: int = 0) -> None:
+        self.corpus, self.seed = corpus, seed
+        self.rows = sp.csr_matrix(corpus.codes)  # [N, n]: the rows where a feature fires, sliced per feature
+
+    def co_firing(self, feature: int, active: np.ndarray) -> list[int]:
+        """The CO_FEATURES features that fire most often where `feature` does (index order on ties)."""
+        counts = np.bincount(self.rows[active].indices, minlength=self.corpus.n_features)  # [n]
+        counts[feature] = 0
+        top = np.lexsort((np.arange(len(counts)), -counts))[:CO_FEATURES]
+        return [int(j) for j in top if counts[j] > 0]
+
+    def add(self, ev: EvidenceSet) -> None:
+        """Fill ev's near misses (segments of its co-firing features where it is silent: half held out, never
+        shown) and its calibration set (held-out activating segments and activating ones outside its evidence,
+        the weak ones among them)."""
+        rng = feature_rng(self.seed + 2, ev.feature)
+        active, acts = self.corpus.column(ev.feature)
+        act_of = dict(zip(active.tolist(), acts.tolist()))
+        shown_sets = {*ev.random_negatives, *ev.hard_negatives, *ev.pool_non_activating, *ev.selection_hard,
+                      *ev.selection_random, *ev.holdout_non_activating}
+        others = np.concatenate([self.corpus.column(j)[0] for j in self.co_firing(ev.feature, active)] or
+                                [np.empty(0, np.int64)])
+        others = np.setdiff1d(others, active)
+        others = rng.permutation(others[~np.isin(others, list(shown_sets))])
+        held = min(HOLDOUT, len(others) // 2)  # half of a few held out
+        ev.holdout_near_misses = others[:held].tolist()
+        ev.near_misses = others[held:held + SHOWN].tolist()
+        used = {*ev.pool_activating, *ev.selection_activating, *ev.holdout_activating}
+        spare = np.array([p for p in active.tolist() if p not in used], dtype=np.int64)
+        ev.calibration = [*ev.holdout_activating, *rng.permutation(spare)[:CALIBRATION].tolist()]
+        ev.calibration_acts = [act_of[p] for p in ev.calibration]
+
+    def examples(self, ev: EvidenceSet, chars: int = 160) -> list[str]:
+        """The first EXAMPLES held-out near misses' texts, cut to `chars`."""
+        return [" ".join(self.corpus.text(p).split())[:chars] for p in ev.holdout_near_misses[:EXAMPLES]]

@@ -1,0 +1,45 @@
+"""In headless Chromium, on the shared demo: a named feature's page shows its phrase, the keyword evidence, its
+threshold with the precision curve, and the near misses it was scored against; a skipped feature says why
+(issue #28). Screenshots: tests/browser/screenshots/feature-names.png, feature-skipped.png."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.browser.conftest import shot
+from tests.browser.test_dashboard_embedding import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_feature_page_shows_phrase_threshold_curve_and_near_misses(page, demo) -> None:  # noqa: ANN001
+    url, key = demo.url, demo.key
+    h = {"Authorization": f"Bearer {key}"}
+    run = demo.concepts[0]["sae_run_id"]
+    items = httpx.get(f"{url}/api/v1/sae-runs/{run}/features?sort=score&reliability=reliable&limit=50", headers=h,
+                      timeout=60).json()["items"]
+    feature = next(f for f in items if f["threshold"] is not None)
+    detail = httpx.get(f"{url}/api/v1/sae-runs/{run}/features/{feature['index']}/interpretations", headers=h,
+                       timeout=60).json()
+    best = next(i for i in detail if i["label"] == feature["label"])
+    assert best["threshold"] == feature["threshold"] and best["precision_curve"] and best["keywords"]
+    login(page, url, key)
+    page.goto(f"{url}/sae-runs/{run}/features/{feature['index']}")
+    assert page.locator("#feature-label").inner_text().startswith(feature["label"])
+    assert page.locator("#feature-keywords").is_visible()
+    assert page.locator("#threshold-value").inner_text() == f"{feature['threshold']:.3f}"
+    assert page.locator("#precision-curve tbody tr").count() == len(best["precision_curve"])
+    if best["near_misses"]:
+        assert page.locator("#near-misses li").count() == len(best["near_misses"])
+    shot(page, "feature-names")
+    assert not page.console_errors
+
+    skipped = httpx.get(f"{url}/api/v1/sae-runs/{run}/features?reliability=unnamed&limit=500", headers=h,
+                        timeout=60).json()["items"]
+    reasons = [f for f in skipped if f["skip_reason"]]
+    assert len(reasons) == len(skipped)  # after the job: every feature named, or told why not
+    if reasons:
+        page.goto(f"{url}/sae-runs/{run}/features/{reasons[0]['index']}")
+        assert page.locator("#skip-reason").inner_text().endswith(reasons[0]["skip_reason"])
+        shot(page, "feature-skipped")

@@ -1,0 +1,63 @@
+"""One meaning per name across a run, and a reason for every feature the naming job skipped (issue #28)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import scipy.sparse as sp
+
+from contracts.interpret import (Alternative, EvidenceIds, FeatureInterpretations, Interpretation,
+                                 InterpretRunResult)
+from gateway.db import session_scope
+from gateway.domain.features import interpret
+from gateway.domain.features import repo as feature_repo
+from gateway.domain.features.names import NameChoice, distinct_names, shared_fraction
+from tests.factories import add_coded_sae_run, add_stub_dataset
+
+
+def named(feature: int, label: str, score: float, alternatives: list[Alternative]) -> FeatureInterpretations:
+    ev = EvidenceIds(activating=[1, 2], holdout_activating=list(range(10, 30)))
+    interp = Interpretation(feature=feature, label=label, backend="keywords", evidence=ev, score_embedding=score,
+                            score=score, reliable=True, threshold=0.2, alternatives=alternatives)
+    return FeatureInterpretations(feature=feature, n_activating=40, interpretations=[interp], best=0)
+
+
+def test_distinct_names_keeps_the_best_holder_and_moves_the_others_to_a_free_reliable_phrase() -> None:
+    alt = lambda label, ok=True: {"label": label, "score": 0.8, "threshold": 0.3, "reliable": ok}  # noqa: E731
+    choices = [NameChoice(1, "bronchiolite", 0.80, True, 0.4, [alt("bronchiolite acuta")]),
+               NameChoice(2, "Bronchiolite", 0.95, True, 0.2, [alt("bronchiolite in atto")]),
+               NameChoice(3, "bronchiolite", 0.70, True, 0.1, [alt("bronchiolite acuta"), alt("x", False)]),
+               NameChoice(4, "bronchiolite", 0.60, False, None, []),  # unreliable: shown, with a question mark
+               NameChoice(5, "sospetta bronchiolite", 0.9, True, 0.5, [])]
+    changes = distinct_names(choices)
+    assert changes == {1: alt("bronchiolite acuta"), 3: None}  # 2 holds it best; 3's free phrase is only unreliable
+    labels = {1: "bronchiolite acuta", 2: "Bronchiolite", 3: "bronchiolite", 5: "sospetta bronchiolite"}
+    assert shared_fraction(labels, {1, 2, 5}) == 0.0 and shared_fraction(labels, {1, 2, 3, 5}) == 0.5
+
+
+def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app) -> None:  # noqa: ANN001
+    store, factory = app.state.store, app.state.factory
+    with session_scope(factory) as session:
+        ds = add_stub_dataset(session, name="notes", n_documents=4)
+        run_id = add_coded_sae_run(session, store, dataset_id=ds.id, codes=sp.random(4, 5, density=0.5)).id
+    records = [named(0, "bronchiolite", 0.9, []),
+               named(1, "bronchiolite", 0.8, [Alternative(label="bronchiolite acuta", score=0.78, threshold=0.3,
+                                                          reliable=True)]),
+               named(2, "bronchiolite", 0.7, []),
+               FeatureInterpretations(feature=3, n_activating=2, skipped="feature 3 fires on 2 documents (< 4)"),
+               FeatureInterpretations(feature=4, n_activating=50, skipped="no name: keywords: BackendOutputError: "
+                                      "feature 4: no phrase separates its strongest segments")]
+    shard = store.write_bytes(f"sae-runs/{run_id}/interpret/shard-00000.jsonl",
+                              "".join(r.model_dump_json() + "\n" for r in records).encode(), kind="interpretations")
+    result = InterpretRunResult(run_id=run_id, n_features=5, n_named=3, n_skipped=2, shards=[shard], seconds=1.0,
+                                features_per_min=300.0)
+    interpret.record_interpretations(SimpleNamespace(factory=factory, store=store), run_id, result)
+    with session_scope(factory) as session:
+        rows = feature_repo.features_by_index(session, sae_run_id=run_id, indices=[0, 1, 2, 3, 4])
+        shown = {i: (best.label, best.reliable, best.threshold) if best else f.skip_reason
+                 for i, (f, best) in rows.items()}
+        assert rows[1][1].evidence["replaced_label"] == "bronchiolite"
+    assert shown[0] == ("bronchiolite", True, 0.2)
+    assert shown[1] == ("bronchiolite acuta", True, 0.3)
+    assert shown[2] == ("bronchiolite", False, 0.2)  # no phrase of its own left: shown as unreliable
+    assert shown[3] == "feature 3 fires on 2 documents (< 4)" and shown[4].startswith("no name: keywords")

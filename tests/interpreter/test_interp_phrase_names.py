@@ -1,0 +1,124 @@
+"""Phrase names (Italian and English), the text judge, the calibrated threshold against a naive computation,
+and near misses kept apart from what a name is scored on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from services.interpreter.backends.base import NamingRequest
+from services.interpreter.backends.keywords import TermIndex
+from services.interpreter.calibration import calibrated_threshold, curve_points, precision_curve
+from services.interpreter.phrases import PhraseBackend, distinct_phrases, is_phrase, name_holds, phrase_ranking
+
+IT_TOP = ["Sospetta bronchiolite acuta.", "Il PLS riferisce sospetta bronchiolite.", "sospetta bronchiolite in atto.",
+          "Inviata per sospetta bronchiolite.", "Sospetta bronchiolite.", "sospetta bronchiolite, febbre."]
+IT_NEAR = ["Bronchiolite acuta.", "Bronchiolite confermata.", "bronchiolite in atto.", "Diagnosi di bronchiolite.",
+           "Sospetta gastroenterite.", "Sospetta otite media."]
+IT_OTHER = ["PCR nei limiti.", "Torace libero.", "Addome trattabile.", "Faringe iperemica.", "Cute integra."] * 2
+
+
+def _request(index: TermIndex, n_top: int, n_near: int) -> NamingRequest:
+    top = range(n_top)
+    near = range(n_top, n_top + n_near)
+    other = range(n_top + n_near, index.matrix.shape[0])
+    return NamingRequest(0, (), (), activating_ids=top, near_miss_ids=near, non_activating_ids=other)
+
+
+@pytest.mark.anyio
+async def test_italian_phrase_keeps_the_cue_word_and_beats_its_near_misses():
+    texts = [*IT_TOP, *IT_NEAR, *IT_OTHER]
+    index = TermIndex(texts, min_df=1)
+    result = await PhraseBackend(index).name_feature(_request(index, len(IT_TOP), len(IT_NEAR)))
+    labels = [c.label for c in result.candidates]
+    # "bronchiolite" alone is as common in the near misses, "sospetta" alone too: the phrase separates
+    assert labels[0] == "sospetta bronchiolite"
+    assert all(len(label.split()) <= 5 for label in labels)
+
+
+@pytest.mark.anyio
+async def test_english_phrase_keeps_function_and_negation_words():
+    top = ["No evidence of pneumonia.", "There is no evidence of pneumonia today.", "no evidence of pneumonia seen",
+           "Chest: no evidence of pneumonia.", "No evidence of pneumonia or effusion."]
+    near = ["Evidence of pneumonia in the left lobe.", "Pneumonia confirmed.", "Right lower lobe pneumonia.",
+            "No evidence of fracture.", "No evidence of effusion."]
+    other = ["Heart rate regular.", "Abdomen soft.", "Pupils equal and reactive."] * 2
+    index = TermIndex([*top, *near, *other], min_df=1)
+    result = await PhraseBackend(index).name_feature(_request(index, len(top), len(near)))
+    assert result.candidates[0].label == "no evidence of pneumonia"
+
+
+def test_phrases_longer_only_when_they_separate_as_well():
+    texts = ["pcr nei limiti.", "PCR nei limiti, emocromo normale.", "pcr nei limiti", "Esami: PCR nei limiti.",
+             "Emocromo nei limiti.", "Elettroliti nei limiti.", "PCR elevata.", "Torace libero.", "Cute integra."]
+    index = TermIndex(texts, min_df=1)
+    ranked = phrase_ranking(index, [0, 1, 2, 3], [4, 5, 6], [7, 8], k=10, min_support=2)
+    assert ranked[0][0] == "pcr nei limiti"  # "pcr" alone is in a near miss; "nei limiti" in two
+    assert distinct_phrases([("pcr nei limiti", 1, 1), ("pcr", 0.9, 1), ("limiti", 0.5, 1)], 3) == ["pcr nei limiti"]
+
+
+def test_name_holds_by_word_stems_negation_included():
+    assert name_holds("sospetta bronchiolite", "Inviato con sospetto di bronchiolite acuta.")
+    assert not name_holds("sospetta bronchiolite", "Bronchiolite acuta confermata.")
+    assert name_holds("non bronchiolite", "Quadro non compatibile con bronchiolite.")
+    assert not name_holds("non bronchiolite", "Quadro compatibile con bronchiolite.")
+    assert is_phrase("pcr nei limiti", ["Esami: PCR nei  limiti."]) and not is_phrase("pcr, limiti", ["pcr limiti"])
+
+
+def naive_threshold(acts: np.ndarray, holds: np.ndarray, min_precision: float = 0.8, min_above: int = 5):
+    """The definition, one candidate threshold at a time."""
+    best = None
+    for t in sorted(set(acts.tolist())):
+        above = acts >= t
+        if above.sum() >= min_above and holds[above].mean() >= min_precision - 1e-12:
+            best = t if best is None else min(best, t)
+    return best
+
+
+@pytest.mark.parametrize("n", [0, 1, 4, 5, 17, 200])
+@pytest.mark.parametrize("seed", range(6))
+def test_threshold_equals_the_naive_computation_on_random_codes(n, seed):
+    rng = np.random.default_rng(seed)
+    acts = np.round(rng.gamma(2.0, 0.5, n), 1).astype(np.float32)  # rounded: ties of equal activations
+    holds = rng.random(n) < np.clip(acts / (acts.max() if n else 1) + rng.normal(0, 0.2, n), 0, 1)
+    expected = naive_threshold(acts.astype(np.float64), holds)
+    got = calibrated_threshold(acts, holds)
+    assert (got is None and expected is None) or got == pytest.approx(expected)
+    curve = precision_curve(acts, holds)
+    for t, p, above in zip(curve.thresholds, curve.precision, curve.above):
+        mask = acts.astype(np.float64) >= t
+        assert above == mask.sum() and p == pytest.approx(holds[mask].mean())
+    points = curve_points(curve)
+    assert len(points) <= 12 and all(a[0] > b[0] for a, b in zip(points, points[1:]))
+
+
+def test_near_misses_come_from_co_firing_features_and_are_held_apart():
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+    from contracts.interpret import EvidenceConfig
+    from services.interpreter.corpus import Corpus
+    from services.interpreter.evidence import sample_evidence
+    from services.interpreter.near_misses import NearMisses
+
+    rng = np.random.default_rng(0)
+    n = 400
+    codes = np.zeros((n, 3), np.float32)
+    codes[:120, 0] = rng.uniform(0.1, 2.0, 120)  # the feature
+    codes[60:260, 1] = rng.uniform(0.1, 1.0, 200)  # co-fires with it on 60 rows, alone on 140
+    codes[300:, 2] = 1.0  # never with it
+    vectors = rng.normal(size=(n, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    corpus = Corpus(pa.array([f"segment {i}" for i in range(n)]), np.arange(n), vectors, sp.csc_matrix(codes))
+    ev = sample_evidence(corpus, 0, EvidenceConfig(), pool=200)
+    NearMisses(corpus).add(ev)
+    assert NearMisses(corpus).co_firing(0, corpus.column(0)[0]) == [1]
+    assert len(ev.holdout_near_misses) >= 4 and ev.near_misses  # the rest of its rows are random negatives already
+    assert all(120 <= p < 260 for p in [*ev.holdout_near_misses, *ev.near_misses])  # feature 1's, not 0's
+    shown = {*ev.near_misses, *ev.pool_activating, *ev.selection_activating, *ev.random_negatives, *ev.hard_negatives,
+             *ev.pool_non_activating, *ev.selection_hard, *ev.selection_random}
+    assert not set(ev.holdout_near_misses) & shown
+    active, acts = corpus.column(0)
+    act = dict(zip(active.tolist(), acts.tolist()))
+    assert set(ev.holdout_activating) <= set(ev.calibration) and not set(ev.calibration) & set(ev.pool_activating)
+    assert ev.calibration_acts == [act[p] for p in ev.calibration]

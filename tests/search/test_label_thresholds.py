@@ -1,0 +1,49 @@
+"""label:"x" means above the name's calibrated threshold; label search ranks by how well names hold (issue #28)."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
+from gateway.search.label_rank import LabelEntry, label_matches, notes_selected, rank_labels, search_names
+
+
+def space() -> SearchSpace:
+    codes = np.array([[0.0, 0.9, 0.0], [0.0, 0.2, 0.5], [0.0, 0.5, 0.0], [0.7, 0.0, 0.0], [0.1, 0.0, 0.3]],
+                     dtype=np.float32)
+    labels = {0: "bronchiolite", 1: "bronchiolite acuta", 2: "bronchiolite"}
+    return SearchSpace(sp.csc_matrix(codes), labels, thresholds={1: 0.5, 0: 0.6}, reliable={0, 1})
+
+
+def test_a_bare_label_condition_reads_the_threshold_and_a_comparison_reads_the_activation() -> None:
+    s = space()
+    assert np.flatnonzero(evaluate('label:"bronchiolite acuta"', s).mask).tolist() == [0, 2]  # >= 0.5
+    assert np.flatnonzero(evaluate('label:"bronchiolite acuta" > 0', s).mask).tolist() == [0, 1, 2]
+    assert np.flatnonzero(evaluate('NOT label:"bronchiolite acuta"', s).mask).tolist() == [1, 3, 4]
+    # several features share "bronchiolite": the reliable one (F0), above its threshold 0.6
+    assert np.flatnonzero(evaluate('label:"bronchiolite"', s).mask).tolist() == [3]
+    assert evaluate('label:"bronchiolite"', s).features == [0]
+    assert np.flatnonzero(evaluate("F1", s).mask).tolist() == [0, 1, 2]  # F<n> keeps "> 0"
+
+
+def test_the_threshold_holds_inside_segment() -> None:
+    seg_codes = sp.csc_matrix(np.array([[0.0, 0.4, 0], [0.0, 0.6, 0], [0.0, 0.3, 0]], dtype=np.float32))
+    seg = SegmentCodes(seg_codes, np.array([0, 0, 1]), np.array([[0, 5], [6, 9], [0, 4]]))
+    s = SearchSpace(sp.csc_matrix(np.array([[0, 0.6, 0], [0, 0.3, 0]], np.float32)), {1: "torace libero"},
+                    thresholds={1: 0.5}, segments=seg)
+    match = evaluate('SEGMENT(label:"torace libero")', s)
+    assert match.mask.tolist() == [True, False] and match.segment.tolist() == [1, -1]
+
+
+def test_label_search_ranks_reliable_names_by_score_then_specificity_and_counts_notes() -> None:
+    codes = sp.csc_matrix(np.array([[0.9, 0.9, 0.4], [0.2, 0.8, 0.0], [0.7, 0.0, 0.6]], dtype=np.float32))
+    entries = [LabelEntry(0, "bronchiolite", None, 0.8, True, 0.5),
+               LabelEntry(1, "bronchiolite acuta", None, 0.8, True, None),
+               LabelEntry(2, "sospetta bronchiolite", None, 0.95, False, 0.5),
+               LabelEntry(3, "torace libero", None, 0.99, True, 0.1)]
+    assert notes_selected(codes, entries[0]) == 2 and notes_selected(codes, entries[1]) == 2
+    assert label_matches("bronchiol", entries[2]) and not label_matches("bronchiolite esclusa", entries[0])
+    ranked = search_names("bronchiolite", entries[:3], codes)
+    assert [(e.index, n) for e, n in ranked] == [(0, 2), (1, 2), (2, 1)]  # reliable first; ties: fewer notes, index
+    assert [e.index for e, _ in rank_labels(entries[:3])] == [0, 1, 2]
