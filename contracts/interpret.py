@@ -259,6 +259,9 @@ class LabelEmbedding(BaseModel):
     model: str = Field(default="default", description="The embedding run's model ('default', a path or a hub id).")
     pooling: Pooling = "mean"
     normalize: bool = True
+    prompt_name: str | None = Field(default=None, max_length=50,
+                                    description="The model's prompt for labels: 'query' for E5 (its documents went in "
+                                    "as 'passage'); None for a model without prompts.")
 
 
 class InterpretRequest(BaseModel):

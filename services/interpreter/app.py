@@ -74,7 +74,8 @@ def create_app(settings: InterpreterSettings | None = None, *, embed_texts: Embe
         spec = body.label_embedding
         if spec is None:
             return async_http_embedder(embedder, model=settings.embed_model)
-        return async_http_embedder(embedder, model=spec.model, pooling=spec.pooling, normalize=spec.normalize)
+        return async_http_embedder(embedder, model=spec.model, pooling=spec.pooling, normalize=spec.normalize,
+                                   prompt_name=spec.prompt_name)
 
     def require_token(request: Request) -> None:
         if not authorized(request.headers.get("authorization"), token, request.scope.get("server")):

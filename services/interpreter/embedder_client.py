@@ -35,14 +35,15 @@ def http_embedder(base_url: str, *, model: str = "default", token: str | None = 
 
 
 def async_http_embedder(client: httpx.AsyncClient, *, model: str = "default", pooling: str = "mean",
-                        normalize: bool = True, batch: int = 256) -> EmbedFn:
+                        normalize: bool = True, prompt_name: str | None = None, batch: int = 256) -> EmbedFn:
     """An async EmbedFn over `client` (base URL and token already set): real HTTP to the embedder
     service, or in embedded mode the gateway's in-process ASGI transport of the embedder app."""
 
     async def embed(texts: list[str]) -> np.ndarray:
         out = []
         for i in range(0, len(texts), batch):
-            body = EmbedRequest(texts=texts[i:i + batch], model=model, pooling=pooling, normalize=normalize)
+            body = EmbedRequest(texts=texts[i:i + batch], model=model, pooling=pooling, normalize=normalize,
+                                prompt_name=prompt_name)
             try:
                 response = await client.post("/embed", json=body.model_dump(mode="json"))
                 response.raise_for_status()

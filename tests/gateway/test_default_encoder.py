@@ -62,6 +62,9 @@ async def test_default_run_records_e5_prompt_and_provenance(app, client, auth, a
     with session_scope(app.state.factory) as session:
         spec = query_embedding(repo.get_embedding_run(session, run_id=run["id"]))
     assert spec["model"] == "multilingual-e5-small" and spec["prompt_name"] == "query"
+    from contracts.interpret import LabelEmbedding  # re-interpreting one feature sends it to the interpreter
+
+    assert LabelEmbedding(**spec).prompt_name == "query"
 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://prisma.test") as browser:
         token = re.search(r'name="csrf_token" value="([^"]+)"', (await browser.get("/login")).text).group(1)
