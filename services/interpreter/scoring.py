@@ -18,6 +18,7 @@ from scipy.stats import rankdata
 
 from contracts.interpret import Interpretation, ScoringConfig
 from services.interpreter.backends.base import Backend
+from services.interpreter.calibration import MIN_ABOVE
 
 #: texts → float32 [len(texts), d] unit-norm vectors, in the document vectors' space (or an
 #: awaitable of them: the HTTP app embeds through an async client).
@@ -77,9 +78,12 @@ def finalise(interp: Interpretation, cfg: ScoringConfig) -> Interpretation:
     else:
         interp.score, interp.reliable = None, None
         return interp
+    # A name calibrated on enough segments that reaches its precision at no activation does not hold;
+    # with fewer than MIN_ABOVE segments to calibrate on (a small corpus) nothing is known either way,
+    # so the score alone decides and `label:` reads any activation above zero.
     interp.reliable = (interp.score >= threshold
                        and len(interp.evidence.holdout_activating) >= cfg.min_holdout_activating
-                       and (interp.threshold is not None or interp.calibrated_on == 0))
+                       and (interp.threshold is not None or interp.calibrated_on < MIN_ABOVE))
     return interp
 
 
