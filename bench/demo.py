@@ -6,10 +6,13 @@ concepts, made right after the names) is through; `seconds_to_named_features` is
 process's start to then. `--precision` forces the embedder's precision (PRISMA_EMBEDDER_PRECISION)
 as 'auto' would pick it on another CPU: on a CPU without native bf16, 'auto' picks int8 for the
 default e5-small (services/embedder/int8.py `quantize_if_close`), so `--precision int8` measures
-that CPU's path on a machine that has bf16. Also the embedding run's own figures and the jobs'
-durations.
+that CPU's path on a machine that has bf16. Also the embedding run's own figures, the jobs'
+durations (`stages`: seconds per job) and the ISA caps in the environment (`cpu.isa_caps`):
+`ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2` cap torch's own vector kernels and oneDNN to
+what an AVX2-only CPU has; fbgemm's int8 kernels pick their ISA themselves (no flag caps them), so
+on an AVX-512 VNNI machine the int8 linear layers still run faster than on an AVX2-only CPU.
 
-    python bench/demo.py [--n 2000] [--precision int8] [--out bench/results/demo.json]
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 python bench/demo.py --precision int8
 """
 
 from __future__ import annotations
@@ -24,11 +27,23 @@ import tempfile
 import time
 from pathlib import Path
 
+import sys
+from datetime import datetime
+
 import httpx
 
-from services.embedder.models import cpu_has_native_bf16, default_threads
-from tests.browser.demo import demo_key
-from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the repository root
+from services.embedder.models import cpu_has_native_bf16, default_threads  # noqa: E402
+from tests.browser.demo import demo_key  # noqa: E402
+from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop  # noqa: E402
+
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+
+
+def job_seconds(job: dict) -> float | None:
+    if not job.get("started_at") or not job.get("finished_at"):
+        return None
+    return round((datetime.fromisoformat(job["finished_at"]) - datetime.fromisoformat(job["started_at"])).total_seconds(), 1)
 
 
 def wait_named(url: str, key: str, timeout: float) -> float:
@@ -85,10 +100,11 @@ def main() -> None:
         "cpu": {"model": platform.processor() or platform.machine(), "usable_cpus": default_threads(),
                 "native_bf16": cpu_has_native_bf16(),
                 "note": "precision forced as 'auto' picks it on a CPU without native bf16" if args.precision != "auto"
-                else "auto"},
+                else "auto", "isa_caps": {k: os.environ.get(k) for k in ISA_CAPS}},
         "notes": args.n,
         "embedding": {k: result.get(k) for k in ("seconds", "n_documents", "n_tokens", "n_segments",
                                                  "n_segments_computed", "n_segments_embedded", "device")},
+        "stages": {j["kind"]: job_seconds(j) for j in jobs},
         "jobs": [{k: j.get(k) for k in ("kind", "status", "created_at", "started_at", "finished_at")} for j in jobs],
         "load_average_1m": {"start": load_before[0], "end": os.getloadavg()[0]},
     }

@@ -235,9 +235,16 @@ def special_token_ids(tokenizer: object) -> tuple[tuple[int, ...], tuple[int, ..
     raise EmbedderInputError("cannot locate the special tokens of this tokenizer")
 
 
-@lru_cache(maxsize=1)
 def cpu_has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX: bf16 matmuls run at about twice the fp32 speed (Linux flags)."""
+    """AVX512-BF16 or AMX: bf16 matmuls run at about twice the fp32 speed (Linux flags).
+    PRISMA_CPU_NATIVE_BF16=0 (or 1) overrides the flags, to measure on this CPU what 'auto' picks on
+    another (with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, an AVX2-only CPU's path)."""
+    forced = os.environ.get("PRISMA_CPU_NATIVE_BF16", "").strip()
+    return forced == "1" if forced in ("0", "1") else _cpu_flags_have_bf16()
+
+
+@lru_cache(maxsize=1)
+def _cpu_flags_have_bf16() -> bool:
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -64,6 +64,14 @@ def test_auto_picks_int8_on_a_cpu_without_bf16(monkeypatch: pytest.MonkeyPatch) 
         select_precision("int8", torch.device("cuda"))
 
 
+def test_the_bf16_check_can_be_told_another_cpus_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    monkeypatch.setenv("PRISMA_CPU_NATIVE_BF16", "0")
+    assert not models_module.cpu_has_native_bf16() and select_precision("auto", cpu) == "int8"
+    monkeypatch.setenv("PRISMA_CPU_NATIVE_BF16", "1")
+    assert models_module.cpu_has_native_bf16() and select_precision("auto", cpu) == "bf16"
+
+
 def test_auto_keeps_int8_only_for_a_model_that_stays_close(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models_module, "cpu_has_native_bf16", lambda: False)
     cache = ModelCache(device="cpu", precision="auto", default_model=MACHINERY_ENCODER)
