@@ -37,6 +37,7 @@ Every stage records its seconds and peak RSS (VmHWM, reset before the stage). Em
 cached in /tmp/prisma-bench with the seconds they took. Torch runs on one thread (see --threads).
 
     nice -n 10 python bench/status.py
+    python bench/status.py --quick --precision int8   # → status-int8.json, each F1 beside fp32's (issue #29)
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def run_probe(codes: Any, ds: LabelledSet, split: Split) -> dict:
 _MODEL: list[Any] = []
 MODEL_NAME = ["multilingual-e5-small"]
 QUICK = [False]  # --quick  # --model: an allowlist name; cache files are per model
+PRECISION = ["fp32"]  # --precision: fp32 (the vectors of status.json) or int8 (services/embedder/int8.py)
 
 
 def _model() -> Any:
@@ -175,13 +177,14 @@ def _model() -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from services.embedder.models import load_model
 
-        _MODEL.append(load_model(MODEL_NAME[0], device=torch.device("cpu")))
+        _MODEL.append(load_model(MODEL_NAME[0], device=torch.device("cpu"), int8=PRECISION[0] == "int8"))
     return _MODEL[0]
 
 
 def _cache_key(ds: LabelledSet) -> str:
     """The texts' hash, with the model's name (MiniLM's cache files keep their old names)."""
     key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
+    key = key if PRECISION[0] == "fp32" else f"{PRECISION[0]}-{key}"
     return key if MODEL_NAME[0] == "all-MiniLM-L6-v2" else f"{MODEL_NAME[0]}-{key}"
 
 
@@ -354,6 +357,18 @@ def flat_keys(report: dict) -> dict:
     return flat
 
 
+def compare_fp32(report: dict, model: str) -> dict:
+    """`<set>.<method>`: {"this": F1, "fp32": status.json's F1, "difference"} for the methods both measured."""
+    fp32 = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    fp32 = fp32 if fp32.get("model") == model else fp32.get("minilm" if model == "all-MiniLM-L6-v2" else "e5", {})
+    out = {}
+    for key, f1 in report["f1"].items():
+        before = (fp32.get("f1") or {}).get(key)
+        if key.endswith(".f1") and f1 is not None and before is not None:
+            out[key[:-3]] = {"this": f1, "fp32": before, "difference": round(f1 - before, 4)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -366,15 +381,20 @@ def main() -> None:
     parser.add_argument("--model", default=MODEL_NAME[0],
                         help="the encoder (an allowlist name); the file keeps the other model's figures "
                              "under the key `minilm` (or `e5`) for the comparison")
+    parser.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
+                        help="the encoder's precision (int8: the CPU path 'auto' picks without native bf16); "
+                             "int8 writes bench/results/status-int8.json by default, with its F1 beside fp32's")
     parser.add_argument("--quick", action="store_true",
                         help="skip the document SAE, the sentence unit and the token SAE (null in the file)")
     args = parser.parse_args()
-    MODEL_NAME[0], QUICK[0] = args.model, args.quick
+    MODEL_NAME[0], QUICK[0], PRECISION[0] = args.model, args.quick, args.precision
+    if args.precision != "fp32" and args.out == RESULTS:
+        args.out = RESULTS.with_name(f"status-{args.precision}.json")
     variants = [v.strip() for v in args.sensitivity.split(",") if v.strip()]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     report: dict[str, Any] = {
-        "model": args.model,
+        "model": args.model, "precision": args.precision,
         "demo": run_set(demo_set(), (demo_regex, demo_regex_cues), variants),
         "negex": run_set(negex_set(), (negex_regex, negex_regex_cues), variants),
     }
@@ -383,7 +403,9 @@ def main() -> None:
     report["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(),
                          "torch_threads": torch.get_num_threads()}
     other = "e5" if args.model == "all-MiniLM-L6-v2" else "minilm"
-    if args.out.exists():  # the other model's figures stay beside these
+    if args.precision != "fp32":  # beside the fp32 figures of status.json (same model), method by method
+        report["vs_fp32"] = compare_fp32(report, args.model)
+    elif args.out.exists():  # the other model's figures stay beside these
         before = json.loads(args.out.read_text())
         if before.get("model", "all-MiniLM-L6-v2") != args.model:
             report[other] = {k: v for k, v in before.items() if k not in ("minilm", "e5")}
