@@ -366,7 +366,7 @@ def main() -> None:
         "settings": {"cpu_threads": os.cpu_count(), "machine": platform.machine(), "llama_threads": LLAMA_THREADS,
                      "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()],
                      "candidates_asked": 3, "prompt": "per back-end: results.<corpus>.<backend>.settings", "abstracts_sae_data": args.sae_data,
-                     "scorer": "embedding AUROC (all-MiniLM-L6-v2) on 20 + 20 held-out documents; detection "
+                     "scorer": f"embedding AUROC ({ENCODER}, labels as queries) on 20 + 20 held-out documents; detection "
                                "(where run): SmolLM2's next-token ' true' vs ' false' on each held-out document",
                      "embedding_auroc_top_half": "mean of the better half of the shown names' held-out scores"},
         "goals": {"embedding_auroc_top_half": "default LLM >= keywords on both corpora; keywords (phrases) >= "
@@ -377,6 +377,15 @@ def main() -> None:
     }
     if args.threads_check:
         out["sensitivity"] = threads_check()
+    out["settings"]["encoder"] = ENCODER
+    if args.out.exists():  # an earlier encoder's figures stay beside these, under its short name
+        before = json.loads(args.out.read_text())
+        earlier = before.get("settings", {}).get("encoder", "all-MiniLM-L6-v2")
+        if earlier != ENCODER:
+            out["minilm" if earlier == "all-MiniLM-L6-v2" else earlier] = {
+                k: v for k, v in before.items() if k not in ("minilm",)}
+        elif "minilm" in before:
+            out["minilm"] = before["minilm"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(out, indent=2, ensure_ascii=False))
