@@ -328,6 +328,10 @@ class InterpretRunPayload(BaseModel):
     )
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+    label_embedding: LabelEmbedding | None = Field(
+        default=None, description="How the scorer embeds labels: as the SAE run's embedding run meets a query (its "
+        "model, pooling and query prompt). None: the interpreter's configured embedding model, mean pooling.",
+    )
     batch_features: int = Field(default=64, ge=1, le=10_000, description="Features per checkpoint shard.")
     order: Literal["index", "browse"] = Field(
         default="browse",

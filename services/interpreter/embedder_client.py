@@ -13,16 +13,19 @@ class EmbedderError(RuntimeError):
     """The embedder service failed or answered something else than an EmbedResponse."""
 
 
-def http_embedder(base_url: str, *, model: str = "default", token: str | None = None,
-                  timeout_s: float = 60.0, batch: int = 256) -> EmbedFn:
-    """An EmbedFn that calls the embedder over HTTP, `batch` texts a request; vectors unit-norm."""
+def http_embedder(base_url: str, *, model: str = "default", token: str | None = None, pooling: str = "mean",
+                  normalize: bool = True, prompt_name: str | None = None, timeout_s: float = 60.0,
+                  batch: int = 256) -> EmbedFn:
+    """An EmbedFn that calls the embedder over HTTP, `batch` texts a request (with the model, pooling and
+    prompt given: a run's query embedding); vectors unit-norm unless `normalize` is False."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     client = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
 
     def embed(texts: list[str]) -> np.ndarray:
         out = []
         for i in range(0, len(texts), batch):
-            body = EmbedRequest(texts=texts[i:i + batch], model=model).model_dump(mode="json")
+            body = EmbedRequest(texts=texts[i:i + batch], model=model, pooling=pooling, normalize=normalize,
+                                prompt_name=prompt_name).model_dump(mode="json")
             try:
                 response = client.post("/embed", json=body)
                 response.raise_for_status()
@@ -31,6 +34,7 @@ def http_embedder(base_url: str, *, model: str = "default", token: str | None = 
             out.append(np.asarray(EmbedResponse.model_validate(response.json()).vectors, np.float32))
         return np.concatenate(out)
 
+    embed.close = client.close  # type: ignore[attr-defined]  # the worker's shutdown closes its connections
     return embed
 
 

@@ -28,8 +28,32 @@ QUEUE = "interpreter"
 async def startup(ctx: dict[str, Any]) -> None:
     settings: InterpreterSettings = ctx.get("settings") or get_settings()
     token = settings.service_token.get_secret_value() if settings.service_token else None
-    ctx.setdefault("embed_texts", http_embedder(settings.embedder_url, model=settings.embed_model, token=token))
-    ctx.update(settings=settings, store=ArtifactStore(settings.artifact_root))
+    if "embed_texts" not in ctx:  # over HTTP; the embedding run's own query embedding where a job names it
+        ctx["embed_texts"] = ctx["configured_embed_texts"] = http_embedder(
+            settings.embedder_url, model=settings.embed_model, token=token)
+    ctx.update(settings=settings, store=ArtifactStore(settings.artifact_root), service_token=token)
+
+
+async def shutdown(ctx: dict[str, Any]) -> None:
+    """Close the HTTP clients of the label embedders this worker made."""
+    for embed in [ctx.get("configured_embed_texts"), *ctx.get("label_embedders", {}).values()]:
+        if embed is not None:
+            embed.close()
+
+
+def label_embedder(ctx: dict[str, Any], job: InterpretRunPayload) -> Any:
+    """The job's label embedder: the in-process one embedded mode hands over, else the embedder service asked
+    as the job's `label_embedding` says (the run's model and query prompt), else as configured. One HTTP
+    client per distinct label embedding, kept for the worker's life."""
+    embed = ctx.get("embed_texts")
+    spec = job.label_embedding
+    if spec is None or embed is None or embed is not ctx.get("configured_embed_texts"):
+        return embed
+    cache = ctx.setdefault("label_embedders", {})
+    key = spec.model_dump_json()
+    if key not in cache:
+        cache[key] = http_embedder(ctx["settings"].embedder_url, token=ctx.get("service_token"), **spec.model_dump())
+    return cache[key]
 
 
 async def interpret_run(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +72,7 @@ async def interpret_run(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[st
         pending.add(task)
         task.add_done_callback(pending.discard)
 
-    result = await name_run(job, ctx["store"], settings=settings, embed_texts=ctx.get("embed_texts"),
+    result = await name_run(job, ctx["store"], settings=settings, embed_texts=label_embedder(ctx, job),
                             on_progress=on_progress, should_stop=external_stop)
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
@@ -62,6 +86,7 @@ class WorkerSettings:
     queue_name = QUEUE
     functions = [interpret_run]
     on_startup = startup
+    on_shutdown = shutdown
     job_serializer = staticmethod(dump_job_data)
     job_deserializer = staticmethod(load_job_data)
     redis_settings = RedisSettings.from_dsn(get_settings().redis_url)

@@ -189,7 +189,7 @@ async def interpret_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[st
     ref, families, spec = await asyncio.to_thread(corpus_ref, ctx.factory, job.sae_run_id)
     svc = InterpretRunPayload(run_id=job.sae_run_id, corpus=ref, artifact_prefix=f"sae-runs/{job.sae_run_id}/interpret-{ctx.job_id}",
                               features=job.request.features, backends=with_backends(job.request, "keywords").backends,
-                              families=families)
+                              families=families, label_embedding=LabelEmbedding(**spec))
     extra = {} if ctx.arq_pool is not None else {"embed_texts": await embedded.label_embedder(spec)}
     raw = await run_service_job(ctx, "interpreter", "interpret_run", svc.model_dump(mode="json"), in_process_ctx=extra)
     result = InterpretRunResult.model_validate(raw)
