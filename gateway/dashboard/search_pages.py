@@ -24,7 +24,7 @@ from gateway.domain.runs.query_model import NoQueryModel
 from gateway.search import service
 from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
 from gateway.search.label_rank import LabelEntry, rank_labels
-from gateway.search.space import SearchNotReady, load_search_space
+from gateway.search.space import SearchNotReady, codes_or_none
 from gateway.services import ServiceError, ServiceUnavailable
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
@@ -156,20 +156,12 @@ def suggest(request: Request, run_id: int, session: SessionDep,
     elif tail is not None:
         words = tail.text.strip()
         if words and len(words) <= MAX_SUGGEST_WORDS and words.upper() not in KEYWORDS:
-            options = _by_label(session, run.id, q[: tail.start], words, _codes(request, session, run))
+            options = _by_label(session, run.id, q[: tail.start], words, codes_or_none(session, request.app.state.store, run))
     return render(request, "partials/_search_suggestions.html", {"options": options})
 
 
 def _notes(n: int) -> str:
     return "1 note" if n == 1 else f"{n} notes"
-
-
-def _codes(request: Request, session: SessionDep, run: Any) -> Any:
-    """The run's codes (to count the notes a name selects), or None before it has any."""
-    try:
-        return load_search_space(session, request.app.state.store, run).codes
-    except SearchNotReady:
-        return None
 
 
 def quote_label(label: str) -> str:

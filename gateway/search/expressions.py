@@ -38,6 +38,7 @@ from gateway.search.ast import Expression
 from gateway.search.errors import (
     ExpressionError, FeatureOutOfRange, NoSegmentCodes, UnknownFamilyError, UnknownLabelError,
 )
+from gateway.search.label_rank import selected
 from gateway.search.parser import parse
 
 __all__ = [
@@ -306,8 +307,7 @@ class _Evaluator:
         score = np.zeros(n, dtype=np.float32)
         for index in self.references(node):
             column = self.column(index, node)
-            threshold = self.space.thresholds.get(index)
-            mask |= column >= np.float64(threshold) if threshold is not None and threshold > 0 else column > 0
+            mask |= selected(column, self.space.thresholds.get(index))
             np.maximum(score, column, out=score)
         return _Condition(mask, score, None)
 

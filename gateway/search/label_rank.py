@@ -40,11 +40,16 @@ def label_matches(query: str, entry: LabelEntry) -> bool:
     return bool(terms) and all(any(w.startswith(t) for w in words) for t in terms)
 
 
+def selected(activations: np.ndarray, threshold: float | None) -> np.ndarray:
+    """What label:"…" selects of a feature's activations: at or above its name's threshold, above 0 where it
+    has none (the expression evaluator and the note counts here read it alike)."""
+    return activations >= np.float64(threshold) if threshold is not None and threshold > 0 else activations > 0
+
+
 def notes_selected(codes: sp.csc_matrix, entry: LabelEntry) -> int:
     """Documents (rows of the CSC codes) where the feature reaches its threshold (> 0 without one)."""
-    values = codes.data[codes.indptr[entry.index]:codes.indptr[entry.index + 1]]
-    t = entry.threshold
-    return int(np.count_nonzero(values >= t if t is not None and t > 0 else values > 0))
+    return int(np.count_nonzero(selected(codes.data[codes.indptr[entry.index]:codes.indptr[entry.index + 1]],
+                                         entry.threshold)))
 
 
 def rank_labels(entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None) -> list[tuple[LabelEntry, int | None]]:

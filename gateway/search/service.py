@@ -35,7 +35,7 @@ from gateway.search import text_index
 from gateway.search.expressions import evaluate
 from gateway.search.results import activations_at, document_hits, feature_labels, page_by_score, segment_hits
 from gateway.search.label_rank import LabelEntry, rank_labels
-from gateway.search.space import SearchNotReady, load_search_space
+from gateway.search.space import codes_or_none, load_search_space
 
 
 @contextmanager
@@ -145,20 +145,12 @@ def _fulltext(state: Any, run_id: int, body: LabelSearch, session: Session | Non
     with _unit(state, session) as db:
         every = body.model_copy(update={"limit": MAX_LABEL_MATCHES, "offset": 0})
         rows, total = label_search.fulltext(db, run_id, every)
-        codes = _codes_or_none(state, db, run_id)
+        codes = codes_or_none(db, state.store, run_repo.get_sae_run(db, run_id=run_id))
     entries = {f.index: (f, i, score) for f, i, score in rows}
     ranked = rank_labels([LabelEntry(f.index, i.label, i.description, i.score, i.reliable, i.threshold, f.density)
                           for f, i, _ in rows], codes)
     page = ranked[body.offset:body.offset + body.limit]
     return [entries[e.index] for e, _ in page], total, {e.index: n for e, n in page}
-
-
-def _codes_or_none(state: Any, db: Session, run_id: int) -> Any:
-    run = run_repo.get_sae_run(db, run_id=run_id)
-    try:
-        return load_search_space(db, state.store, run).codes
-    except SearchNotReady:
-        return None
 
 
 async def label_query(state: Any, run_id: int, body: LabelSearch, session: Session | None = None) -> LabelResult:

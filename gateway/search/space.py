@@ -121,6 +121,15 @@ def load_search_space(session: Session, store: ArtifactStore, sae_run: SaeRun) -
     return space
 
 
+
+def codes_or_none(session: Session, store: ArtifactStore, sae_run: SaeRun) -> sp.csc_matrix | None:
+    """The run's codes (to count the notes a name selects), or None before it has any."""
+    try:
+        return load_search_space(session, store, sae_run).codes
+    except SearchNotReady:
+        return None
+
+
 def clear_cache() -> None:
     """Forget every cached run (tests; after a run's codes are rewritten)."""
     _cache.clear()
