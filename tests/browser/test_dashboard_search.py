@@ -5,7 +5,8 @@ documents with the matching features highlighted; the URL is shareable; text and
 from __future__ import annotations
 
 import re
-from urllib.parse import quote
+import time
+from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx
 import pytest
@@ -21,6 +22,36 @@ def typable_word(label: str | None) -> str | None:
     "2 giorni" completes from "giorni"), three letters at least, not AND/OR/NOT."""
     return next((w for w in re.findall(r"\w+", label or "")
                  if w[0].isalpha() and len(w) >= 3 and w.upper() not in ("AND", "OR", "NOT")), None)
+
+
+def suggest_after_typing(page, text: str):  # noqa: ANN001, ANN201
+    """Type `text` into the box; the completion's answer for the box's value then (HTMX asks 250 ms
+    after the last key), once it is swapped in."""
+    answers: list = []
+    listener = lambda r: "/search/suggest?" in r.url and answers.append(r)  # noqa: E731
+    page.on("response", listener)
+    try:
+        page.type("#q", text, delay=30)
+        value = page.input_value("#q")
+        deadline = time.monotonic() + 60
+        while not any(parse_qs(urlsplit(a.url).query).get("q", [""])[0] == value for a in answers):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no completion was asked for {value!r}: {[a.url for a in answers]}")
+            page.wait_for_timeout(50)
+    finally:
+        page.remove_listener("response", listener)
+    settled(page)
+    return next(a for a in answers if parse_qs(urlsplit(a.url).query).get("q", [""])[0] == value)
+
+
+def settled(page) -> None:  # noqa: ANN001
+    """Wait until no HTMX request is in flight, swapping or settling (page.evaluate: a wait_for_function
+    string is eval, which the CSP refuses)."""
+    deadline = time.monotonic() + 30
+    while page.evaluate("!!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"):
+        if time.monotonic() > deadline:
+            raise TimeoutError("an HTMX answer was not swapped in")
+        page.wait_for_timeout(20)
 
 
 def test_search_page(page, demo) -> None:  # noqa: ANN001
@@ -42,6 +73,7 @@ def test_search_page(page, demo) -> None:  # noqa: ANN001
     page.fill("#q", wrong)
     page.get_by_role("button", name="Search").click()
     page.wait_for_selector("#search-results mark.err-at")
+    settled(page)  # the error's arrival puts the caret on it
     assert "ends too early" in page.locator(".search-error").inner_text()
     assert f"column {len(wrong) + 1}" in page.locator(".search-error").inner_text()
     caret = page.evaluate("document.getElementById('q').selectionStart")
@@ -52,10 +84,27 @@ def test_search_page(page, demo) -> None:  # noqa: ANN001
     # completion: a word of a label becomes label:"…" options in the datalist
     word = typable_word(feat["label"])
     page.fill("#q", "")
-    page.type("#q", word[:4], delay=30)
+    typed = suggest_after_typing(page, word[:4])
+    assert typed.status == 200 and "<option" in typed.text(), (word, typed.status, typed.text()[:300])
     page.wait_for_selector("#feature-names option", state="attached")  # (a string predicate is eval: the CSP refuses it)
     values = page.eval_on_selector_all("#feature-names option", "os => os.map(o => o.value)")
     assert all(v.startswith('label:"') for v in values) and any(word[:4].lower() in v.lower() for v in values)
+
+    # with an error shown mid-expression, options arriving while the user types at the end leave the
+    # caret there: the next keystroke lands at the end, not on the marked character
+    page.keyboard.press("Escape")
+    middle = f"F{feat['index']} AND AND F1"
+    page.fill("#q", middle)
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("#search-results mark.err-at")
+    settled(page)  # the error's arrival puts the caret on it
+    page.console_errors.clear()
+    page.focus("#q")
+    page.keyboard.press("End")
+    assert suggest_after_typing(page, f" OR {word[:4]}").status == 200
+    page.wait_for_selector("#feature-names option", state="attached")
+    page.type("#q", "x")
+    assert page.input_value("#q") == f"{middle} OR {word[:4]}x", page.input_value("#q")
 
     # a valid expression: documents, the feature highlighted with its label, a shareable URL
     # Close the datalist's popup first: with it open, Chromium may insert the filled text at

@@ -12,11 +12,15 @@ document.addEventListener("DOMContentLoaded", function () {
   }
 });
 
-// Search page and New-concept form: put the caret on the character where the expression is wrong.
-function markExpressionError() {
+// Search page and New-concept form: put the caret on the character where the expression is wrong,
+// once, when the error arrives. Not on other swaps (the completion's options arrive while the user
+// types: moving the caret then would put the next keystroke inside the expression).
+function markExpressionError(event) {
   var at = document.querySelector("mark.err-at[data-offset]");
   var box = document.getElementById("q") || document.getElementById("expression");
   if (!at || !box) return;
+  var settled = event && event.type === "htmx:afterSettle" ? event.target : null;
+  if (settled instanceof Element && !settled.contains(at)) return;
   var pos = parseInt(at.dataset.offset, 10);
   box.focus();
   box.setSelectionRange(pos, pos + 1);
