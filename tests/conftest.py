@@ -55,6 +55,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     Background.stop()
 
 
+def cpu_summary() -> str:
+    """The CPU the suite ran on, for the suite's time to be read against (#29: its goal is for a CPU without bf16)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return f"{os.cpu_count()} CPUs (no /proc/cpuinfo)"
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{model}, {os.cpu_count()} CPUs available, {len(os.sched_getaffinity(0))} usable; ISA: {' '.join(isa) or 'none of avx2/avx512/amx'}"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
+    terminalreporter.write_line(f"CPU: {cpu_summary()}")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
