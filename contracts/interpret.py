@@ -149,6 +149,9 @@ class Alternative(BaseModel):
     score_near_miss: float | None = None
     threshold: float | None = None
     reliable: bool | None = None
+    precision_curve: list[tuple[float, float, int]] = Field(default_factory=list, description=(
+        "Its own (activation, precision, segments) points, on the name's calibration segments: shown with its "
+        "threshold where it replaces the name."))
 
 
 class Interpretation(BaseModel):

@@ -335,8 +335,9 @@ class Namer:
             n.score_near_miss = round(scores[k], 6) if near else None
             holds = holds_mask(n.label, texts)
             n.threshold = calibrated_threshold(acts, holds)
+            n.precision_curve = curve_points(precision_curve(acts, holds))  # an alternative's own: it may be shown
             if isinstance(n, Interpretation):
-                n.precision_curve, n.calibrated_on = curve_points(precision_curve(acts, holds)), len(texts)
+                n.calibrated_on = len(texts)
             else:
                 n.score = lower(n.score_near_miss, next(i.score_embedding for i in p.record.interpretations
                                                          if n in i.alternatives))

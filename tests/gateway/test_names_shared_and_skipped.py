@@ -15,10 +15,15 @@ from gateway.domain.features.names import NameChoice, distinct_names, shared_fra
 from tests.factories import add_coded_sae_run, add_stub_dataset
 
 
+NAME_CURVE = [(0.5, 1.0, 5), (0.2, 0.8, 12), (0.05, 0.6, 20)]
+ACUTA_CURVE = [(0.5, 1.0, 6), (0.3, 0.85, 10), (0.05, 0.4, 20)]
+
+
 def named(feature: int, label: str, score: float, alternatives: list[Alternative]) -> FeatureInterpretations:
     ev = EvidenceIds(activating=[1, 2], holdout_activating=list(range(10, 30)))
     interp = Interpretation(feature=feature, label=label, backend="keywords", evidence=ev, score_embedding=score,
-                            score=score, reliable=True, threshold=0.2, alternatives=alternatives)
+                            score=score, reliable=True, threshold=0.2, alternatives=alternatives,
+                            precision_curve=NAME_CURVE, calibrated_on=20)
     return FeatureInterpretations(feature=feature, n_activating=40, interpretations=[interp], best=0)
 
 
@@ -42,7 +47,7 @@ def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app) -> N
         run_id = add_coded_sae_run(session, store, dataset_id=ds.id, codes=sp.random(4, 5, density=0.5)).id
     records = [named(0, "bronchiolite", 0.9, []),
                named(1, "bronchiolite", 0.8, [Alternative(label="bronchiolite acuta", score=0.78, threshold=0.3,
-                                                          reliable=True)]),
+                                                          reliable=True, precision_curve=ACUTA_CURVE)]),
                named(2, "bronchiolite", 0.7, []),
                FeatureInterpretations(feature=3, n_activating=2, skipped="feature 3 fires on 2 documents (< 4)"),
                FeatureInterpretations(feature=4, n_activating=50, skipped="no name: keywords: BackendOutputError: "
@@ -57,6 +62,9 @@ def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app) -> N
         shown = {i: (best.label, best.reliable, best.threshold) if best else f.skip_reason
                  for i, (f, best) in rows.items()}
         assert rows[1][1].evidence["replaced_label"] == "bronchiolite"
+        # the curve shown beside the threshold is the shown phrase's, not the replaced name's
+        assert rows[1][1].evidence["precision_curve"] == [list(p) for p in ACUTA_CURVE]
+        assert rows[0][1].evidence["precision_curve"] == [list(p) for p in NAME_CURVE]
     assert shown[0] == ("bronchiolite", True, 0.2)
     assert shown[1] == ("bronchiolite acuta", True, 0.3)
     assert shown[2] == ("bronchiolite", False, 0.2)  # no phrase of its own left: shown as unreliable

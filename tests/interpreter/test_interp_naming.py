@@ -45,6 +45,12 @@ async def test_run_names_scores_and_controls(synthetic):
         assert any(TOPICS[r.feature].split()[0] in k for k in r.keywords)
     # another feature's label: near chance on the whole (feature 7 mixes topics, so its phrase may fit one)
     assert sum(r.interpretations[r.best].control_embedding for r in records[:6]) / 6 < 0.6
+    # each alternative phrase calibrated on the name's own segments, with its own curve (shown where it replaces it)
+    alternatives = [(i, a) for r in records for i in r.interpretations for a in i.alternatives]
+    assert alternatives
+    for interp, alt in alternatives:
+        assert alt.precision_curve and alt.precision_curve[-1][2] == interp.precision_curve[-1][2] == interp.calibrated_on
+    assert any(alt.precision_curve != interp.precision_curve for interp, alt in alternatives)
     assert records[6].skipped and records[6].best is None
     assert progress[-1].done == progress[-1].total == 8 and progress[-1].unit == "features"
     assert result.families is not None and b'"parent":0' in store.read_bytes(result.families.uri).replace(b" ", b"")

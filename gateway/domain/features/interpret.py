@@ -160,7 +160,7 @@ def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[In
 def distinct_run_names(session: Any, sae_run_id: int) -> int:
     """One meaning per name (gateway/domain/features/names.py): where reliable features of the run show the
     same name, all but the one it holds best show their first free reliable alternative (the shown row's label,
-    scores and threshold become the alternative's; the name it replaced stays in its evidence), or keep the
+    scores, threshold and precision curve become the alternative's; the name it replaced stays in its evidence), or keep the
     name marked unreliable. Returns how many features changed."""
     rows = search_repo.named_features(session, sae_run_id=sae_run_id)
     by_feature = {f.index: i for f, i in rows}
@@ -177,6 +177,8 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
             evidence["replaced_label"] = interp.label
             evidence["alternatives"] = [a for a in evidence.get("alternatives") or [] if a["label"] != alt["label"]]
             evidence["score_near_miss"] = alt.get("score_near_miss")
+            # the curve the shown threshold was read from (names recorded before alternatives had one: none)
+            evidence["precision_curve"] = alt.get("precision_curve") or []
             interp.label, interp.score, interp.threshold, interp.reliable = (alt["label"], alt["score"],
                                                                              alt["threshold"], alt["reliable"])
         interp.evidence = evidence
