@@ -175,6 +175,11 @@ class ProbeOut(BaseModel):
     weights: list[NamedWeight] = Field(description="Non-zero weights, largest magnitude first.")
     segment_words: list[str] | None = Field(default=None, description="The probe reads only the segments naming "
                                                                       "one of these words (None: every segment).")
+    context: Literal["document"] | None = Field(default=None, description=(
+        "'document': a scoped probe that also reads the whole note's features (`context_weights`), chosen over the "
+        "segments alone by a higher cross-validated F1 on the training split; None: the segments alone."))
+    context_weights: list[NamedWeight] = Field(default_factory=list, description=(
+        "With context: non-zero weights of the features read on the whole note, largest magnitude first."))
 
 
 class AppliedOut(BaseModel):

@@ -60,7 +60,7 @@ def test_create_a_scoped_probe_from_the_form(page, demo) -> None:  # noqa: ANN00
     assert page.locator("h1").inner_text().startswith(NAME)
     assert re.fullmatch(r"[01]\.\d{3}", page.locator("#metrics tr:has(th:text-is('F1')) td").inner_text())
     assert " ".join(page.locator("#segment-scope").inner_text().split()).startswith(
-        "Reads only the segments that contain bronchiolit")
+        "Reads the segments that contain bronchiolit")
     baselines = page.locator("#baselines tbody tr")
     assert baselines.count() == 4  # this concept, the keyword regex, TF-IDF, TF-IDF on the same clauses
     assert "bronchioli" in page.locator("#baselines code").first.text_content()  # th is upper-cased by CSS

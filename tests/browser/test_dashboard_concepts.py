@@ -63,7 +63,7 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     page.get_by_role("link", name="Confirmed bronchiolitis (probe on its clauses)").click()
     page.wait_for_url(re.compile(r"/concepts/\d+$"))
     assert " ".join(page.locator("#segment-scope").inner_text().split()).startswith(
-        "Reads only the segments that contain bronchiolit")
+        "Reads the segments that contain bronchiolit")
     assert re.fullmatch(r"[01]\.\d{3}", page.locator("#metrics tr:has(th:text-is('F1')) td").inner_text())
     segments = page.locator("#baselines #baseline-segments")  # words on the same clauses, beside it
     heading = " ".join(segments.locator("th").text_content().split())  # the DOM's text (CSS shows it upper-case)

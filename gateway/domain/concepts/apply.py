@@ -25,7 +25,8 @@ from gateway.domain.auth.service import Principal, audit
 from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import top_contributions
 from gateway.domain.concepts.scope import probe_codes, segment_scope
-from gateway.domain.concepts.service import get_or_404, match_expression, probe_probability, probe_weights, run_data
+from gateway.domain.concepts.service import (get_or_404, match_expression, probe_probability, probe_weights, reads_context,
+                                             run_data)
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import RateMeter, submit
 
@@ -78,8 +79,8 @@ class Scorer(NamedTuple):
 
 def _scorer(concept: Concept, space: Any) -> Scorer:
     n = space.n_features
-    if concept.kind == "probe":
-        return Scorer(probe_weights(concept.probe, n), concept.probe, None)
+    if concept.kind == "probe":  # with context the codes have 2n columns (scope.probe_codes)
+        return Scorer(probe_weights(concept.probe, 2 * n if reads_context(concept.probe) else n), concept.probe, None)
     match = match_expression(concept.expression, space)  # vectorised over every document: milliseconds
     weights = np.zeros(n)
     weights[match.features] = 1.0
@@ -90,8 +91,10 @@ def _block(ctx: JobContext, key: str, scorer: Scorer, rows: sp.csr_matrix, start
     mask, score = scorer.block(rows, start)
     hit = np.flatnonzero(mask)
     buf = io.BytesIO()
+    top = top_contributions(rows[hit], scorer.weights, top=TOP_FEATURES)  # a column past n: a feature read on the note
+    n = len(scorer.weights) // 2 if scorer.probe is not None and reads_context(scorer.probe) else len(scorer.weights)
     np.savez(buf, positions=(hit + start).astype(np.int64), scores=score[hit].astype(np.float32),
-             features=top_contributions(rows[hit], scorer.weights, top=TOP_FEATURES))
+             features=np.where(top >= n, top - n, top).astype(np.int32))
     ctx.store.write_bytes(key, buf.getvalue(), kind="concept-block")
 
 
@@ -103,7 +106,9 @@ def apply_concept(ctx: JobContext, job: ConceptApplyJob) -> dict[str, Any]:
         scorer = _scorer(concept, space)
     # [docs, n]: rows are cheap to slice; a probe with segment words reads only those segments
     words = scorer.probe.get("segment_words") if scorer.probe is not None else None
-    codes = probe_codes(ctx.factory, dataset_id, space, segment_scope(space, words), np.arange(space.n_docs))
+    context = scorer.probe is not None and reads_context(scorer.probe)
+    codes = probe_codes(ctx.factory, dataset_id, space, segment_scope(space, words), np.arange(space.n_docs),
+                        context=context)
     n_docs, prefix = codes.shape[0], f"concepts/{job.concept_id}/apply-{job.version}"
     keys = [f"{prefix}/block-{b:05d}.npz" for b in range(-(-n_docs // job.block_rows))]
     meter = RateMeter(n_docs, "documents")

@@ -35,9 +35,10 @@ def concept_out(session: Session, concept: Concept) -> ConceptOut:
     if concept.probe:
         p = concept.probe
         weights = named(session, concept.sae_run_id, {int(i): w for i, w in p["weights"].items()})
+        context = named(session, concept.sae_run_id, {int(i): w for i, w in (p.get("context_weights") or {}).items()})
         probe = ProbeOut(C=p["C"], cv_f1=p["cv_f1"], intercept=p["intercept"], threshold=p["threshold"],
-                         n_features=len(weights), converged=p["converged"], weights=weights,
-                         segment_words=p.get("segment_words"))
+                         n_features=len(weights) + len(context), converged=p["converged"], weights=weights,
+                         segment_words=p.get("segment_words"), context=p.get("context"), context_weights=context)
     metrics = ConceptMetrics.model_validate(concept.metrics) if concept.metrics else None
     features = [] if concept.probe else named(session, concept.sae_run_id, {i: 1.0 for i in concept.features or []})
     return ConceptOut(

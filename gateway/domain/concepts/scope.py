@@ -16,6 +16,12 @@ batch's casefolded texts, every start position found once (overlapping occurrenc
 then each segment tested against the occurrences with `np.searchsorted` (bench/scope.py).
 A probe's creation and re-evaluation find them once (`SegmentScope.found`) for every labelled
 document and hand the scope to both the probe's codes and the baseline, which then only slices.
+
+With `context` (`probe_codes(..., context=True)`), a probe reads [the scope's codes, the note's own codes]:
+each feature twice, on the segments that name the topic and on the whole note. A scoped probe is fitted
+both ways and keeps the one that cross-validates better on its training split (service.train_scoped_probe):
+on NegEx a list carries a negation into a clause of its own ("no fever, chills, or [cough]"), which the
+scope alone cannot see (bench/scope_context.py).
 """
 
 from __future__ import annotations
@@ -165,10 +171,13 @@ def scoped_segments(factory: Any, dataset_id: int, scope: SegmentScope, position
 
 
 def probe_codes(factory: Any, dataset_id: int, space: SearchSpace, scope: SegmentScope | None,
-                positions: np.ndarray) -> sp.csr_matrix:
+                positions: np.ndarray, *, context: bool = False) -> sp.csr_matrix:
     """[docs, n] CSR codes a probe reads: the run's document codes, or, with a segment scope, the max
-    over each document's matching segments (rows of `positions` only; the others are empty)."""
+    over each document's matching segments (rows of `positions` only; the others are empty). With
+    `context` (a scoped probe only), [docs, 2n]: those, then the document's own codes, so that each
+    feature is read twice, on the segments that name the topic and on the whole note."""
     if scope is None:
         return space.codes.tocsr()
     hits = scoped_segments(factory, dataset_id, scope, positions)
-    return max_pool_rows(scope.segments.codes[hits].tocsr(), scope.segments.doc[hits], space.n_docs)
+    scoped = max_pool_rows(scope.segments.codes[hits].tocsr(), scope.segments.doc[hits], space.n_docs)
+    return sp.hstack([scoped, space.codes.tocsr()], format="csr") if context else scoped

@@ -81,10 +81,19 @@ def match_expression(text: str, space: SearchSpace) -> Match:
         raise ConceptInputError(f"expression: {exc}", field="expression", extra=_where(exc)) from None
 
 
-def probe_weights(probe: dict[str, Any], n_features: int) -> np.ndarray:
-    w = np.zeros(n_features, dtype=np.float64)
+def reads_context(probe: dict[str, Any]) -> bool:
+    """A scoped probe that also reads the whole note's features (scope.probe_codes with `context`)."""
+    return probe.get("context") == "document"
+
+
+def probe_weights(probe: dict[str, Any], n_columns: int) -> np.ndarray:
+    """float64 [n_columns]: the weights over the columns of the codes the probe reads (with context, the
+    scoped features' n, then the whole note's n)."""
+    w = np.zeros(n_columns, dtype=np.float64)
     for index, weight in probe["weights"].items():
         w[int(index)] = weight
+    for index, weight in (probe.get("context_weights") or {}).items():
+        w[n_columns // 2 + int(index)] = weight
     return w
 
 
@@ -107,16 +116,35 @@ def expression_metrics(match: Match, labelled: Labelled, examples: Examples) -> 
                     labelled=labelled)
 
 
-def train_probe(codes: sp.csr_matrix, labelled: Labelled, examples: Examples) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Fit on the training split, score on the held-out split: (probe, metrics)."""
+def train_probe(codes: sp.csr_matrix, labelled: Labelled, examples: Examples,
+                context: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fit on the training split, score on the held-out split: (probe, metrics). With `context`, `codes` are
+    [docs, 2n] (scope.probe_codes): the weights of the first n go to `weights`, of the others to `context_weights`."""
     split = labelled.split(examples)
     fitted = fit_probe(codes[labelled.positions[split.train]], labelled.y[split.train], seed=examples.seed)
-    probe = {"weights": {str(int(i)): float(fitted.coef[0, i]) for i in fitted.used_features},
+    n = codes.shape[1] // 2 if context else codes.shape[1]
+    used = fitted.used_features
+    probe = {"weights": {str(int(i)): float(fitted.coef[0, i]) for i in used[used < n]},
              "intercept": float(fitted.intercept[0]), "C": fitted.C, "cv_f1": round(fitted.cv_score, 4),
              "threshold": THRESHOLD, "converged": fitted.converged}
+    if context:
+        probe |= {"context": "document", "context_weights": {str(int(i) - n): float(fitted.coef[0, i]) for i in used[used >= n]}}
     metrics = probe_metrics(probe, codes, labelled.positions[split.test], labelled.y[split.test],
                             n_train=len(split.train), labelled=labelled)
     return probe, metrics
+
+
+def train_scoped_probe(app_state: Any, dataset_id: int, space: SearchSpace, scope: SegmentScope, labelled: Labelled,
+                       examples: Examples) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A scoped probe on its segments' features alone, and on those with the whole note's beside them: the one
+    with the higher cross-validated F1 on the training split (the held-out split never chooses; a tie keeps the
+    scope alone). On NegEx the note's features hold a negation cue that a list puts in another clause ("no
+    fever, chills, or [cough]"); on the demo, other conditions' statuses (bench/scope_context.py)."""
+    alone = train_probe(probe_codes(app_state.factory, dataset_id, space, scope, labelled.positions),
+                        labelled, examples)
+    wide = train_probe(probe_codes(app_state.factory, dataset_id, space, scope, labelled.positions, context=True),
+                       labelled, examples, context=True)
+    return wide if wide[0]["cv_f1"] > alone[0]["cv_f1"] else alone
 
 
 def probe_metrics(probe: dict[str, Any], codes: sp.csr_matrix, positions: np.ndarray, y: np.ndarray, *,
@@ -158,11 +186,15 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         scope = segment_scope(data.space, body.segment_words)
         if scope is not None:  # matched once, for the probe and for the words-alone baseline
             scope = scope.found(app_state.factory, dataset_id, labelled.positions)
-        codes = probe_codes(app_state.factory, dataset_id, data.space, scope, labelled.positions)
-        probe, fields["metrics"] = train_probe(codes, labelled, body.examples)
-        if body.segment_words:
-            probe["segment_words"] = list(body.segment_words)
-        fields["probe"], fields["features"] = probe, [int(i) for i in probe["weights"]]
+        if scope is None:
+            codes = probe_codes(app_state.factory, dataset_id, data.space, scope, labelled.positions)
+            probe, fields["metrics"] = train_probe(codes, labelled, body.examples)
+        else:
+            probe, fields["metrics"] = train_scoped_probe(app_state, dataset_id, data.space, scope, labelled,
+                                                          body.examples)
+            probe["segment_words"] = list(body.segment_words or [])
+        fields["probe"] = probe
+        fields["features"] = sorted({int(i) for i in [*probe["weights"], *(probe.get("context_weights") or {})]})
     if fields["metrics"] is not None:  # words alone, on the same split (and on the same segments)
         fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples,
                                                            scope)
@@ -226,7 +258,7 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> Scored
         scope = segment_scope(data.space, words)
         if scope is not None:  # every labelled document's, once: the baseline reads the training ones too
             scope = scope.found(app_state.factory, dataset_id, labelled.positions)
-        codes = probe_codes(app_state.factory, dataset_id, data.space, scope, pos)
+        codes = probe_codes(app_state.factory, dataset_id, data.space, scope, pos, context=reads_context(probe))
         return Scored(probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True, dataset_id,
                       labelled, given, scope)
     # Other examples: every one the probe was not trained on (never its training split).
@@ -236,7 +268,7 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> Scored
         raise ConceptInputError("examples: outside the probe's training documents, these examples have only one class",
                                 field="examples")
     codes = probe_codes(app_state.factory, dataset_id, data.space, segment_scope(data.space, words),
-                        labelled.positions[keep])
+                        labelled.positions[keep], context=reads_context(probe))
     metrics = probe_metrics(probe, codes, labelled.positions[keep], labelled.y[keep], n_train=len(train),
                             labelled=labelled)
     return Scored(metrics, False, dataset_id, labelled, given, None)
