@@ -31,8 +31,9 @@ Methods, each scored on the held-out rows (precision, recall, F1 of the positive
     and then to documents, Prisma's probe on the documents' codes;
   - tfidf_anchored and probe_anchored: only the segments whose text names the topic (demo:
     `bronchiolit`; NegEx: the marked mention) — TF-IDF + LR on their text joined per document, and
-    Prisma's probe on the max over their codes (what a probe concept with `segment_words` reads):
-    words against features on one unit.
+    Prisma's probe on the max over their codes (what a probe concept with `segment_words` reads
+    on its own; the product also tries the whole note's codes beside them and keeps them where they
+    cross-validate better: bench/scope_context.py): words against features on one unit.
 Every stage records its seconds and peak RSS (VmHWM, reset before the stage). Embeddings are
 cached in /tmp/prisma-bench with the seconds they took. Torch runs on one thread (see --threads).
 
