@@ -92,6 +92,10 @@ async def test_a_scoped_probe_reads_the_whole_note_beside_its_clause_when_that_c
     assert p["n_features"] == len(on_note) + len(in_scope)
     again = (await client.post(f"/api/v1/concepts/{scoped['id']}/evaluate", headers=auth, json={})).json()
     assert again["f1"] == 1.0  # re-scored on the same two reads
+    other = await client.post(f"/api/v1/concepts/{scoped['id']}/evaluate", headers=auth,
+                              json={"examples": {**EXAMPLES, "seed": 1}})  # another split: the notes it never saw
+    assert other.status_code == 200, other.text
+    assert other.json()["f1"] == 1.0 and other.json()["n_train"] == scoped["metrics"]["n_train"]
 
     page = (await client.get(f"/concepts/{scoped['id']}", headers=auth)).text
     assert "the whole note&#39;s own features" in page or "the whole note's own features" in page
