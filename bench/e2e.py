@@ -86,7 +86,9 @@ class Pipeline:
         run = self.c.call("POST", "/api/v1/embedding-runs", json={"dataset_id": self.ids["dataset"]}).json()
         run = self.c.done(f"/api/v1/embedding-runs/{run['id']}")
         self.ids["embedding"], self.ids["embedding_run"] = run["id"], run
-        return {"docs_per_s": run["docs_per_s"], "chunks": run["n_chunks"], "tokens": run["n_tokens"]}
+        return {"docs_per_s": run["docs_per_s"], "chunks": run["n_chunks"], "tokens": run["n_tokens"],
+                "model": run["model"], "precision": (run["result"] or {}).get("precision"),
+                "tokens_per_s": (run["result"] or {}).get("tokens_per_s")}
 
     def embed_import(self) -> dict:
         with self.vectors.open("rb") as f:

@@ -128,7 +128,8 @@ def train_probe(codes: sp.csr_matrix, labelled: Labelled, examples: Examples,
              "intercept": float(fitted.intercept[0]), "C": fitted.C, "cv_f1": round(fitted.cv_score, 4),
              "threshold": THRESHOLD, "converged": fitted.converged}
     if context:
-        probe |= {"context": "document", "context_weights": {str(int(i) - n): float(fitted.coef[0, i]) for i in used[used >= n]}}
+        probe |= {"context": "document",
+                  "context_weights": {str(int(i) - n): float(fitted.coef[0, i]) for i in used[used >= n]}}
     metrics = probe_metrics(probe, codes, labelled.positions[split.test], labelled.y[split.test],
                             n_train=len(split.train), labelled=labelled)
     return probe, metrics
