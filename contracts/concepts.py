@@ -67,7 +67,9 @@ class ConceptCreate(BaseModel):
         Field(default=None, min_length=1, max_length=20,
               description="kind probe, on an SAE run with segment codes: a document's codes are the max over only "
                           "its segments (clauses) whose text contains one of these words (case-insensitive), e.g. "
-                          "`[\"bronchiolit\"]`: the word finds the mention, the features read its status."))
+                          "`[\"bronchiolit\"]`: the word finds the mention, the features read its status. The "
+                          "whole note's codes are also tried beside them and kept where they cross-validate better "
+                          "on the training split (`probe.context`)."))
 
 
 class EvaluateRequest(BaseModel):
