@@ -83,7 +83,8 @@ class Pipeline:
         return {"documents": ds["n_documents"], "upload_bytes": self.corpus.stat().st_size}
 
     def embed(self) -> dict:
-        run = self.c.call("POST", "/api/v1/embedding-runs", json={"dataset_id": self.ids["dataset"]}).json()
+        body = {"dataset_id": self.ids["dataset"]} | ({"precision": self.args.precision} if self.args.precision else {})
+        run = self.c.call("POST", "/api/v1/embedding-runs", json=body).json()
         run = self.c.done(f"/api/v1/embedding-runs/{run['id']}")
         self.ids["embedding"], self.ids["embedding_run"] = run["id"], run
         return {"docs_per_s": run["docs_per_s"], "chunks": run["n_chunks"], "tokens": run["n_tokens"],
@@ -272,6 +273,9 @@ def main() -> None:
     parser.add_argument("--resume", type=Path, default=None,
                         help="A kept data dir of an embedded run stopped in naming: run the stages after it, print them.")
     parser.add_argument("--tmp", default=None, help="Where the data dir is made (default: the system's).")
+    parser.add_argument("--precision", choices=["fp32", "bf16", "int8"], default=None,
+                        help="A computed run's precision (default: the embedder's 'auto' on this CPU); a run per "
+                             "precision is kept in the results.")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.make_donors or args.make_query_model:
@@ -299,8 +303,10 @@ def main() -> None:
                             "run of 2,000 notes) of notes with the same label set (else the same primary "
                             "condition:status), plus Gaussian noise of norm --noise, renormalised",
     })
-    key = (args.n, args.mode, args.embedding, result["dim"])
-    runs = [r for r in report.get("runs", []) if (r["n"], r["mode"], r["embedding"], r.get("dim", 384)) != key]
+    result["precision_requested"] = args.precision
+    key = (args.n, args.mode, args.embedding, result["dim"], args.precision)
+    runs = [r for r in report.get("runs", [])
+            if (r["n"], r["mode"], r["embedding"], r.get("dim", 384), r.get("precision_requested")) != key]
     report["runs"] = sorted([*runs, result], key=lambda r: (r["mode"], r.get("dim", 384), r["n"], r["embedding"]))
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(result["totals"]))
