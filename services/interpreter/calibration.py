@@ -45,7 +45,11 @@ def precision_curve(acts: np.ndarray, holds: np.ndarray) -> Curve:
 def calibrated_threshold(acts: np.ndarray, holds: np.ndarray, min_precision: float = MIN_PRECISION,
                          min_above: int = MIN_ABOVE) -> float | None:
     """The lowest activation t with precision(t) >= min_precision on at least min_above segments; None if none."""
-    curve = precision_curve(acts, holds)
+    return curve_threshold(precision_curve(acts, holds), min_precision, min_above)
+
+
+def curve_threshold(curve: Curve, min_precision: float = MIN_PRECISION, min_above: int = MIN_ABOVE) -> float | None:
+    """`calibrated_threshold` read off a curve already computed."""
     ok = (curve.precision >= min_precision - 1e-12) & (curve.above >= min_above)
     return float(curve.thresholds[ok].min()) if ok.any() else None
 

@@ -21,7 +21,7 @@ from services.interpreter.backends.base import (Backend, BackendError, FamilyNam
                                                 NamingRequest, copies_input, with_retries)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
-from services.interpreter.calibration import calibrated_threshold, curve_points, precision_curve
+from services.interpreter.calibration import curve_points, curve_threshold, precision_curve
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, Neighbours, anchors_of, feature_rng, sample_evidence
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
 from services.interpreter.near_misses import NearMisses
@@ -334,8 +334,9 @@ class Namer:
         for k, n in enumerate(named):
             n.score_near_miss = round(scores[k], 6) if near else None
             holds = holds_mask(n.label, texts)
-            n.threshold = calibrated_threshold(acts, holds)
-            n.precision_curve = curve_points(precision_curve(acts, holds))  # an alternative's own: it may be shown
+            curve = precision_curve(acts, holds)
+            n.threshold = curve_threshold(curve)
+            n.precision_curve = curve_points(curve)  # an alternative's own too: it may be shown in the name's place
             if isinstance(n, Interpretation):
                 n.calibrated_on = len(texts)
             else:

@@ -64,9 +64,10 @@ async def start_apply(app_state: Any, concept_id: int, principal: Principal, req
 class Scorer(NamedTuple):
     """How a block of rows is scored: a probe's probabilities, or an expression's match."""
 
-    weights: np.ndarray  # float64 [n]: what ranks a document's matching features
+    weights: np.ndarray  # float64 [columns]: what ranks a document's matching features
     probe: dict[str, Any] | None
     match: Any  # the expression's Match over every document, or None
+    n_features: int  # the run's; a probe with context reads 2n columns, the note's second
 
     def block(self, rows: sp.csr_matrix, start: int) -> tuple[np.ndarray, np.ndarray]:
         """(mask bool [rows], score float32 [rows]) for rows start..start+len."""
@@ -80,19 +81,19 @@ class Scorer(NamedTuple):
 def _scorer(concept: Concept, space: Any) -> Scorer:
     n = space.n_features
     if concept.kind == "probe":  # with context the codes have 2n columns (scope.probe_codes)
-        return Scorer(probe_weights(concept.probe, 2 * n if reads_context(concept.probe) else n), concept.probe, None)
+        return Scorer(probe_weights(concept.probe, 2 * n if reads_context(concept.probe) else n), concept.probe, None, n)
     match = match_expression(concept.expression, space)  # vectorised over every document: milliseconds
     weights = np.zeros(n)
     weights[match.features] = 1.0
-    return Scorer(weights, None, match)
+    return Scorer(weights, None, match, n)
 
 
 def _block(ctx: JobContext, key: str, scorer: Scorer, rows: sp.csr_matrix, start: int) -> None:
     mask, score = scorer.block(rows, start)
     hit = np.flatnonzero(mask)
     buf = io.BytesIO()
-    top = top_contributions(rows[hit], scorer.weights, top=TOP_FEATURES)  # a column past n: a feature read on the note
-    n = len(scorer.weights) // 2 if scorer.probe is not None and reads_context(scorer.probe) else len(scorer.weights)
+    top = top_contributions(rows[hit], scorer.weights, top=TOP_FEATURES)
+    n = scorer.n_features  # a column past n: a feature read on the whole note
     np.savez(buf, positions=(hit + start).astype(np.int64), scores=score[hit].astype(np.float32),
              features=np.where(top >= n, top - n, top).astype(np.int32))
     ctx.store.write_bytes(key, buf.getvalue(), kind="concept-block")
@@ -106,9 +107,8 @@ def apply_concept(ctx: JobContext, job: ConceptApplyJob) -> dict[str, Any]:
         scorer = _scorer(concept, space)
     # [docs, n]: rows are cheap to slice; a probe with segment words reads only those segments
     words = scorer.probe.get("segment_words") if scorer.probe is not None else None
-    context = scorer.probe is not None and reads_context(scorer.probe)
     codes = probe_codes(ctx.factory, dataset_id, space, segment_scope(space, words), np.arange(space.n_docs),
-                        context=context)
+                        context=len(scorer.weights) > scorer.n_features)  # 2n weights: a probe with context
     n_docs, prefix = codes.shape[0], f"concepts/{job.concept_id}/apply-{job.version}"
     keys = [f"{prefix}/block-{b:05d}.npz" for b in range(-(-n_docs // job.block_rows))]
     meter = RateMeter(n_docs, "documents")

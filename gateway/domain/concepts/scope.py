@@ -180,4 +180,9 @@ def probe_codes(factory: Any, dataset_id: int, space: SearchSpace, scope: Segmen
         return space.codes.tocsr()
     hits = scoped_segments(factory, dataset_id, scope, positions)
     scoped = max_pool_rows(scope.segments.codes[hits].tocsr(), scope.segments.doc[hits], space.n_docs)
-    return sp.hstack([scoped, space.codes.tocsr()], format="csr") if context else scoped
+    return with_context(scoped, space) if context else scoped
+
+
+def with_context(scoped: sp.csr_matrix, space: SearchSpace) -> sp.csr_matrix:
+    """[docs, 2n]: a scope's codes, then the documents' own (what a probe with context reads)."""
+    return sp.hstack([scoped, space.codes.tocsr()], format="csr")

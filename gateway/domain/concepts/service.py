@@ -25,7 +25,7 @@ from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import Labelled, labelled_documents
 from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, sigmoid
-from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope
+from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope, with_context
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
 from gateway.domain.runs import repo as run_repo
@@ -141,10 +141,9 @@ def train_scoped_probe(app_state: Any, dataset_id: int, space: SearchSpace, scop
     with the higher cross-validated F1 on the training split (the held-out split never chooses; a tie keeps the
     scope alone). On NegEx the note's features hold a negation cue that a list puts in another clause ("no
     fever, chills, or [cough]"); on the demo, other conditions' statuses (bench/scope_context.py)."""
-    alone = train_probe(probe_codes(app_state.factory, dataset_id, space, scope, labelled.positions),
-                        labelled, examples)
-    wide = train_probe(probe_codes(app_state.factory, dataset_id, space, scope, labelled.positions, context=True),
-                       labelled, examples, context=True)
+    scoped = probe_codes(app_state.factory, dataset_id, space, scope, labelled.positions)  # pooled once, read twice
+    alone = train_probe(scoped, labelled, examples)
+    wide = train_probe(with_context(scoped, space), labelled, examples, context=True)
     return wide if wide[0]["cv_f1"] > alone[0]["cv_f1"] else alone
 
 
