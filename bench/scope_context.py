@@ -46,16 +46,13 @@ def probe(codes: sp.csr_matrix, ds: LabelledSet, split: st.Split) -> dict:
                       features_used=len(fitted.used_features))
 
 
-def one_seed(ds: LabelledSet, split: st.Split, x: np.ndarray, seg: st.Segments, seed: int) -> dict:
+def one_seed(ds: LabelledSet, split: st.Split, x: np.ndarray, seg: st.Segments, hit: np.ndarray, seed: int) -> dict:
+    """`hit`: the indices of the segments that name the topic (the scope)."""
     x_train, x_hold = training_vectors(x, seg, st.SEGMENTS_TRAIN_ON, split.train, split.test)
     model, info = st.train_sae(x_train, x_hold, seed)
     pooled = pooled_codes(model, seg, len(x))
     note = pooled.documents.tocsr()  # the run's document codes (max over every segment)
-    segments = pooled.segments.tocsr()
-    anchor = re.compile(st.ANCHORS[ds.name], re.IGNORECASE)
-    hit = np.flatnonzero([bool(anchor.search(ds.texts[d][a:b])) for d, a, b in
-                          zip(seg.position.tolist(), seg.char_start.tolist(), seg.char_end.tolist())])
-    scope = max_pool_rows(segments[hit], seg.position[hit], len(ds.texts)).tocsr()
+    scope = max_pool_rows(pooled.segments.tocsr()[hit], seg.position[hit], len(ds.texts)).tocsr()
     out = {"sae_fvu_heldout": info["fvu_heldout"],
            "scope_alone": probe(scope, ds, split),
            "scope_and_note": probe(sp.hstack([scope, note], format="csr"), ds, split),
@@ -69,12 +66,14 @@ def run_set(ds: LabelledSet, seeds: list[int]) -> dict:
     split = heldout_split(ds.y, test_fraction=0.25, seed=0)
     x, _ = st.document_vectors(ds)
     seg, _ = st.segment_vectors(ds)
+    anchor = re.compile(st.ANCHORS[ds.name], re.IGNORECASE)
+    pieces = [ds.texts[d][a:b] for d, a, b in zip(seg.position.tolist(), seg.char_start.tolist(), seg.char_end.tolist())]
+    hit = np.flatnonzero([bool(anchor.search(p)) for p in pieces])
     joined: list[list[str]] = [[] for _ in ds.texts]  # the scope's text, as status.py's tfidf_anchored reads it
-    for d, a, b in zip(seg.position.tolist(), seg.char_start.tolist(), seg.char_end.tolist()):
-        if re.search(st.ANCHORS[ds.name], ds.texts[d][a:b], re.IGNORECASE):
-            joined[d].append(ds.texts[d][a:b])
+    for i in hit.tolist():
+        joined[seg.position[i]].append(pieces[i])
     anchored_text = LabelledSet(ds.name, [" ".join(p) for p in joined], ds.y, ds.description)
-    by_seed = {str(s): one_seed(ds, split, x, seg, s) for s in seeds}
+    by_seed = {str(s): one_seed(ds, split, x, seg, hit, s) for s in seeds}
     mean = {k: round(float(np.mean([r[k]["f1"] for r in by_seed.values()])), 4)
             for k in ("scope_alone", "scope_and_note", "note_alone", "chosen")}
     return {"n": len(ds.texts), "test": len(split.test), "anchor": st.ANCHORS[ds.name],
