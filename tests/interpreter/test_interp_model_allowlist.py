@@ -3,6 +3,7 @@ GGUF models are kept in a bounded LRU."""
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -22,7 +23,7 @@ def test_a_path_is_refused_naming_the_allowed_models(tmp_path) -> None:
     for path in (str(real), str(tmp_path / "missing.gguf")):
         with pytest.raises(ValidationError) as info:
             BackendOptions(backend="llamacpp", model=path)
-        messages.append(info.value.errors()[0]["msg"].replace(repr(path), "PATH"))
+        messages.append(re.sub(r"'[^']*'", "PATH", info.value.errors()[0]["msg"], count=1))  # shortened when long
     assert messages[0] == messages[1]  # the same whether the file exists or not
     assert "smollm2-135m-instruct" in messages[0] and "all-MiniLM" not in messages[0]
     with pytest.raises(ValidationError) as info:
