@@ -107,8 +107,10 @@ compose-cli:
 	@command -v docker-compose >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null)
 
+# On every core (pytest-xdist): in one process the suite kept about 1.1 of two cores busy. tests/browser
+# and tests/distributed each run on one worker (tests/conftest.py); PYTEST_ARGS=-n0 runs it in one process.
 test: install services chromium compose-cli
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -n auto --durations=15 $(PYTEST_ARGS)
 
 # The README's pictures, docs/screenshots/*.png, taken by the demo tour (tests/browser/test_demo_tour.py);
 # `make test` takes the same ones into a temporary folder and leaves these alone.

@@ -41,8 +41,52 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 + [i for i in items if i.nodeid.split("::")[0] in late])
 
 
+def _xdist_controller(config: pytest.Config) -> bool:
+    """pytest-xdist's controller process (`make test` runs `-n auto`): it collects nothing itself."""
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def _may_use_demo(config: pytest.Config) -> bool:
+    """Whether the paths asked for hold tests/browser (where the shared demo's users live)."""
+    browser = REPO_ROOT / "tests" / "browser"
+    for arg in config.args or ["tests"]:
+        path = (Path(config.invocation_params.dir) / arg.split("::")[0]).resolve()
+        if path == browser or browser in path.parents or path in browser.parents:
+            return True
+    return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist the controller starts the shared demo, once for every worker: the worker that
+    runs tests/browser inherits its directory and port through the environment (tests/browser/demo.py)."""
+    if _xdist_controller(config) and not config.option.collectonly and _may_use_demo(config):
+        from tests.browser.demo import Background
+
+        Background.start()
+        Background.share()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201
+    """Each test goes to the next free worker, except that tests/browser (the shared demo's users, joined
+    once, whose tests add to its concepts) runs on one worker, and so does tests/distributed (one
+    deployment of eight processes a session). xdist's own `--dist loadgroup` would do this with marks,
+    but with pytest 9 its group suffix never reaches the node id (`Node.nodeid` reads `_id`)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerDirectories(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for directory in ("tests/browser/", "tests/distributed/"):
+                if nodeid.startswith(directory):
+                    return directory
+            return nodeid
+
+    return OneWorkerDirectories(config, log)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the demo in the background once the selection is known, if a selected test uses it."""
+    """Start the demo in the background once the selection is known, if a selected test uses it
+    (under pytest-xdist, a worker attaches to the controller's instead)."""
     if not session.config.option.collectonly and any(_uses_demo(i) for i in session.items):
         from tests.browser.demo import Background
 

@@ -7,6 +7,7 @@ thread, leaving the other core to pytest."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -40,17 +41,18 @@ def launch_demo(data: Path, port: int, log: Path) -> subprocess.Popen:
                                 stdout=out, stderr=subprocess.STDOUT)
 
 
-def demo_key(proc: subprocess.Popen, log: Path, timeout: float = 180) -> str:
-    """The key `prisma demo` prints once it listens."""
+def demo_key(proc: subprocess.Popen | None, log: Path, timeout: float = 180) -> str:
+    """The key `prisma demo` prints once it listens (`proc`: None for a demo another process started)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = re.search(r"Key\s+(prisma_\S+)", log.read_text(errors="replace"))
         if found:
             return found.group(1)
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"prisma demo exited: {log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.5)
-    proc.kill()
+    if proc is not None:
+        proc.kill()
     raise TimeoutError(log.read_text(errors="replace")[-3000:])
 
 
@@ -70,27 +72,43 @@ def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
     raise TimeoutError("the demo made no concepts")
 
 
+SHARED = "PRISMA_TEST_SHARED_DEMO"
+"""`<directory> <port>` of a demo that pytest-xdist's controller started: its workers attach to it."""
+
+
 class Background:
-    """The session's demo: started by `start`, joined by the `demo` fixture, stopped at the end."""
+    """The session's demo: started by `start`, joined by the `demo` fixture, stopped at the end. Under
+    pytest-xdist the controller starts it and `share`s it; a worker attaches (no process of its own)
+    and leaves stopping it to the controller."""
 
     proc: subprocess.Popen | None = None
     tmp: Path | None = None
     port = 0
     demo: Demo | None = None
+    attached = False
 
     @classmethod
     def start(cls) -> None:
-        if cls.proc is None:
+        if cls.proc is None and not cls.attached:
+            if shared := os.environ.get(SHARED):
+                directory, port = shared.rsplit(" ", 1)
+                cls.tmp, cls.port, cls.attached = Path(directory), int(port), True
+                return
             cls.tmp = Path(tempfile.mkdtemp(prefix="prisma-test-demo-"))
             cls.port = free_port()
             cls.proc = launch_demo(cls.tmp / "data", cls.port, cls.tmp / "demo.log")
+
+    @classmethod
+    def share(cls) -> None:
+        """Hand the running demo to the processes started after this (pytest-xdist's workers)."""
+        os.environ[SHARED] = f"{cls.tmp} {cls.port}"
 
     @classmethod
     def join(cls) -> Demo:
         """The running demo with its three concepts (started now if collection did not start it)."""
         if cls.demo is None:
             cls.start()
-            assert cls.proc is not None and cls.tmp is not None
+            assert cls.tmp is not None and (cls.proc is not None or cls.attached)
             key = demo_key(cls.proc, cls.tmp / "demo.log")
             url = f"http://127.0.0.1:{cls.port}"
             cls.demo = Demo(url, key, wait_for_concepts(url, key))
@@ -98,6 +116,8 @@ class Background:
 
     @classmethod
     def stop(cls) -> None:
+        if cls.attached:  # the controller's: it stops it
+            return
         if cls.proc is not None:
             stop(cls.proc)
             cls.proc = None
