@@ -44,13 +44,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import status  # noqa: E402
-from sae_data import read_abstracts, split_sentences  # noqa: E402
+from sae_data import DATA, split_sentences  # noqa: E402
 from status_data import LabelledSet, demo_set, negex_set  # noqa: E402
 
 from gateway.domain.concepts.probe import heldout_split  # noqa: E402
 
 OUT = ROOT / "bench/results/doc-vectors.json"
-LABELS = Path("/work/shared/data/medical-abstracts/medical_tc_labels.csv")
+LABELS = DATA.with_name("medical_tc_labels.csv")
 
 
 def _r(x: float) -> float:
@@ -146,9 +146,10 @@ def abstracts() -> dict:
 
     from services.embedder.encoder import embed_texts
 
-    rows = read_abstracts()
-    with (ROOT.parent / "shared/data/medical-abstracts/medical_tc_test.csv").open(newline="", encoding="utf-8") as f:
-        y = np.array([int(r["condition_label"]) for r in csv.DictReader(f)], dtype=np.int64)
+    with DATA.open(newline="", encoding="utf-8") as f:  # the abstracts and their topics, read once
+        table = list(csv.DictReader(f))
+    rows = [r["medical_abstract"] for r in table]
+    y = np.array([int(r["condition_label"]) for r in table], dtype=np.int64)
     with LABELS.open(newline="", encoding="utf-8") as f:
         topics = {int(r["condition_label"]): r["condition_name"] for r in csv.DictReader(f)}
     openings, rests, keep = [], [], []
