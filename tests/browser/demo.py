@@ -1,9 +1,10 @@
 """`prisma demo` on a small corpus, once per test session, for the browser tests that walk its
 pipeline (the tour and the concepts): starting it twice would cost minutes.
 
-The suite starts it in the background as soon as collection is done (tests/conftest.py) and runs
-the modules that use it last, so its pipeline runs beside the rest of the suite: on one torch
-thread, leaving the other core to pytest."""
+The suite starts it in the background as soon as collection is done (tests/conftest.py; under
+pytest-xdist the controller starts it once and the worker that runs tests/browser attaches to it)
+and runs the modules that use it last, so its pipeline (on one torch thread) runs beside the rest
+of the suite."""
 
 from __future__ import annotations
 
