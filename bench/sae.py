@@ -54,12 +54,13 @@ RESULTS = ROOT / "bench/results/sae.json"
 
 def import_sparsify():
     """sparsify.sparse_coder without sparsify/__init__ (its trainer import needs `datasets`)."""
-    spec = importlib.util.find_spec("sparsify")
-    if spec is None:
-        raise RuntimeError("pip install eai-sparsify (see the module docstring)")
-    pkg = types.ModuleType("sparsify")
-    pkg.__path__ = list(spec.submodule_search_locations)
-    sys.modules.setdefault("sparsify", pkg)
+    if "sparsify" not in sys.modules:  # a second call finds the stand-in package of the first
+        spec = importlib.util.find_spec("sparsify")
+        if spec is None:
+            raise RuntimeError("pip install eai-sparsify (see the module docstring)")
+        pkg = types.ModuleType("sparsify")
+        pkg.__path__ = list(spec.submodule_search_locations)
+        sys.modules["sparsify"] = pkg
     from sparsify.config import SparseCoderConfig
     from sparsify.sparse_coder import SparseCoder
     from importlib.metadata import version
@@ -75,11 +76,11 @@ class SparsifyRun:
         torch.manual_seed(cfg.seed)
         d = x.shape[1]
         self.x, self.cfg, self.rows_of = x, cfg, rows_of
-        self.sae = SparseCoder(d, SparseCoderConfig(expansion_factor=cfg.expansion_factor, k=cfg.k))
+        self.sae = SparseCoder(d, SparseCoderConfig(expansion_factor=cfg.expansion_factor, k=cfg.k), device=x.device)
         self.sae.b_dec.data = x.mean(0)  # as sparsify's trainer does on its first batch
         self.lr = cfg.resolved_lr(d)
         self.opt = torch.optim.Adam(self.sae.parameters(), lr=self.lr, fused=True)
-        self.since_fired = torch.zeros(self.sae.num_latents, dtype=torch.int64)
+        self.since_fired = torch.zeros(self.sae.num_latents, dtype=torch.int64, device=x.device)
         self.dead_after = cfg.dead_after_samples or x.shape[0]
         self.step, self.total = 0, cfg.max_steps
 
