@@ -55,7 +55,8 @@ ABBREVIATIONS = frozenset({
     "resp", "max", "min", "temp", "sat", "freq", "rif", "tel", "cap", "art", "ss", "seg", "segg", "sx", "dx", "ant", "post",
 })
 _END = re.compile(r"[.!?]+[\"'»)\]]*(?=\s)")
-_WORD_BEFORE = re.compile(r"[(\[\"'«]*([^\s(\[\"'«]*)$")
+_OPENING = "([\"'«"  # brackets and quotes that may precede a word
+_NEXT = re.compile(r"\s*(\S?)")  # the first character after white space ('' at the line's end)
 _WORD = re.compile(r"\S+")
 # White space after `,` / `;` / `:`, or before an opener: the white space between two clauses.
 _CLAUSE_GAP = re.compile(r"(?<=[,;:])\s+|\s+(?=(?:" + "|".join(CLAUSE_OPENERS) + r")\b)", re.IGNORECASE)
@@ -66,9 +67,18 @@ class Span(NamedTuple):
     end: int  # one past its last character
 
 
+def _word_before(line: str, end: int) -> str:
+    """The word that ends at `end`: the characters before it back to white space or an opening
+    bracket or quote (a backward scan: a regex anchored at `end` would try every start of the line)."""
+    start = end
+    while start > 0 and not line[start - 1].isspace() and line[start - 1] not in _OPENING:
+        start -= 1
+    return line[start:end]
+
+
 def _is_abbreviation(line: str, period: int) -> bool:
     """The word ending at `line[period] == '.'` is an abbreviation (not a sentence end)."""
-    word = _WORD_BEFORE.search(line, 0, period).group(1)  # type: ignore[union-attr]
+    word = _word_before(line, period)
     if not word:
         return False
     low = word.lower()
@@ -83,8 +93,8 @@ def _is_abbreviation(line: str, period: int) -> bool:
 def _sentence_spans(line: str, offset: int) -> list[Span]:
     spans, start = [], 0
     for m in _END.finditer(line):
-        nxt = line[m.end():].lstrip()
-        if not nxt or nxt[0].islower():
+        nxt = _NEXT.match(line, m.end()).group(1)  # type: ignore[union-attr]
+        if not nxt or nxt.islower():
             continue
         if line[m.start()] == "." and m.end() - m.start() == 1 and _is_abbreviation(line, m.start()):
             continue
@@ -113,6 +123,8 @@ def _clauses(text: str, span: Span) -> list[Span]:
 
 def _windows(text: str, span: Span, max_words: int) -> list[Span]:
     """The span cut into ceil(W / max_words) windows of whole words, sizes differing by ≤ 1."""
+    if span.end - span.start <= 2 * max_words:  # max_words + 1 words need 2 * max_words + 1 characters
+        return [span]
     words = [(span.start + m.start(), span.start + m.end()) for m in _WORD.finditer(text[span.start:span.end])]
     if len(words) <= max_words:
         return [span]

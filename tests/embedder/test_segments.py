@@ -93,3 +93,31 @@ def test_empty_and_white_space_texts_have_no_segments(text: str) -> None:
 def test_max_words_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_words"):
         split_segments("a b", max_words=0)
+
+
+def test_the_word_before_a_period_is_the_anchored_pattern_s_word() -> None:
+    """The backward scan gives what `[(\\[\"'«]*([^\\s(\\[\"'«]*)$` searched up to the period gave
+    (the pattern it replaced, which tried every start of the line), on random lines with brackets,
+    quotes and Unicode white space."""
+    import random
+    import re
+
+    from services.embedder.segments import _word_before
+
+    pattern = re.compile(r"[(\[\"'«]*([^\s(\[\"'«]*)$")
+    rng = random.Random(0)
+    alphabet = [*"ab.X(", "[", '"', "'", "«", "»", " ", "\t", "\u00a0", "\u2009", "\x1c", "è", "E.O", "p.o"]
+    checked = 0
+    for _ in range(3000):
+        line = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        for end in range(len(line) + 1):
+            assert _word_before(line, end) == pattern.search(line, 0, end).group(1), (line, end)
+            checked += 1
+    assert checked > 50_000
+
+
+def test_long_lines_of_many_sentences_and_abbreviations_keep_every_boundary() -> None:
+    sentence = "Pz. con febbre a 38.5 dal Dr. Rossi, ma E.O. nella norma. "
+    text = sentence * 2000  # one line of 2,000 sentences
+    got = pieces(text, unit="sentence")
+    assert got == [sentence.strip()] * 2000
