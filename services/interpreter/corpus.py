@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +47,17 @@ class ChunkIndex:
         return range(int(self.starts[position]), int(self.starts[position + 1]))
 
 
+class DistinctVectors(NamedTuple):
+    vectors: np.ndarray
+    """float32 [U, d]: each distinct vector once, in the order np.unique gives."""
+    group: np.ndarray
+    """int64 [N]: the distinct vector of each position."""
+    positions: np.ndarray
+    """int64 [N]: positions grouped by distinct vector, each group in position order ..."""
+    starts: np.ndarray
+    """int64 [U + 1]: ... group g being positions[starts[g]:starts[g + 1]]."""
+
+
 @dataclass
 class Corpus:
     texts: pa.Array
@@ -62,6 +75,15 @@ class Corpus:
     @property
     def n_docs(self) -> int:
         return self.vectors.shape[0]
+
+    @cached_property
+    def distinct(self) -> DistinctVectors:
+        """The distinct vectors and their copies (segments repeat: templates, stock phrases)."""
+        vectors = np.ascontiguousarray(self.vectors)
+        keys = vectors.view(np.dtype((np.void, vectors.dtype.itemsize * vectors.shape[1]))).ravel()
+        _, first, group = np.unique(keys, return_index=True, return_inverse=True)  # [U], [N]
+        starts = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(first)))])
+        return DistinctVectors(vectors[first], group.reshape(-1), np.argsort(group.reshape(-1), kind="stable"), starts)
 
     @property
     def n_features(self) -> int:

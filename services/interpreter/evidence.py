@@ -147,29 +147,48 @@ def hard_negatives(corpus: Corpus, centre_rows: np.ndarray, active: np.ndarray, 
 
 
 class Neighbours:
-    """Each anchor document's `depth` nearest documents (cosine; activating or not, nearest first),
-    found for many anchors at once: one matrix product per `block` anchors reads the document
-    vectors once for all of them, where one feature at a time would read them once a feature
-    (at 200,000 documents that read is most of the cost). The Namer prefetches a whole batch's
-    anchors; `rows` falls back to an exact search for an anchor whose list runs short."""
+    """Each anchor document's nearest documents (cosine; activating or not, nearest first), found for
+    many anchors at once: one matrix product per `block` anchors reads the vectors once for all of
+    them, where one feature at a time would read them once a feature (at 200,000 documents that read
+    is most of the cost). The search runs over the *distinct* vectors: segments repeat (templates,
+    stock phrases: the demo's 71,298 clauses hold 15,017 distinct texts), copies share their vector,
+    and each distinct vector stands for its copies, listed in position order. The Namer prefetches a
+    whole batch's anchors (`depth` distinct vectors each); `rows` falls back to an exact search over
+    the distinct vectors for an anchor whose list runs short."""
 
     def __init__(self, corpus: Corpus, depth: int = 512, block: int = 64) -> None:
         self.corpus, self.depth, self.block = corpus, depth, block
-        self._near: dict[int, np.ndarray] = {}
+        self._near: dict[int, np.ndarray] = {}  # distinct vector -> the distinct vectors nearest to it
+        self._distinct, self._group, self._positions, self._starts = corpus.distinct
+
+    def _nearest(self, groups: np.ndarray, depth: int, banned: np.ndarray | None = None) -> np.ndarray:
+        """[G, depth] the distinct vectors nearest to each of `groups`, nearest first (`banned` [U] excluded)."""
+        sims = self._distinct[groups] @ self._distinct.T  # [G, U]
+        if banned is not None:
+            sims[:, banned] = -np.inf
+        top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth]
+        return np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
 
     def prefetch(self, anchors: Iterable[int]) -> None:
         """Find the neighbours of every anchor not known yet (the previous batch's are dropped)."""
-        want = {int(a) for a in anchors}
-        self._near = {a: v for a, v in self._near.items() if a in want}
+        want = {int(g) for g in self._group[np.fromiter(anchors, np.int64)]}
+        self._near = {g: v for g, v in self._near.items() if g in want}
         new = np.asarray(sorted(want - self._near.keys()), np.int64)
-        vectors = self.corpus.vectors
-        depth = min(self.depth, self.corpus.n_docs)
+        depth = min(self.depth, len(self._distinct))
         for start in range(0, len(new), self.block):
             rows = new[start:start + self.block]
-            sims = vectors[rows] @ vectors.T  # [B, N]
-            top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth]
-            top = np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
-            self._near.update(zip(rows.tolist(), top.astype(np.int32)))
+            self._near.update(zip(rows.tolist(), self._nearest(rows, depth).astype(np.int32)))
+
+    def _expand(self, groups: np.ndarray, banned: np.ndarray, m: int) -> list[int]:
+        """The first m positions not banned of the copies of `groups`, in that order."""
+        out: list[int] = []
+        for g in groups.tolist():
+            for p in self._positions[self._starts[g]:self._starts[g + 1]].tolist():
+                if not banned[p]:
+                    out.append(p)
+                    if len(out) == m:
+                        return out
+        return out
 
     def rows(self, anchors: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
         """[A, m]: each anchor's m nearest non-activating positions, nearest first (m <= non-activating)."""
@@ -177,13 +196,14 @@ class Neighbours:
         banned[active] = True
         out = []
         for a in anchors.tolist():
-            near = self._near.get(a)
-            kept = near[~banned[near]][:m] if near is not None else near
-            if kept is None or len(kept) < m:  # unknown, or too many activating neighbours: exact search
-                sims = self.corpus.vectors @ self.corpus.vectors[a]
-                sims[banned] = -np.inf
-                top = np.argpartition(-sims, m - 1)[:m]
-                kept = top[np.argsort(-sims[top], kind="stable")]
+            g = int(self._group[a])
+            near = self._near.get(g)
+            kept = self._expand(near, banned, m) if near is not None else []
+            if len(kept) < m:  # unknown, or too many activating neighbours: exact search over the rest
+                full = np.ones(len(self._distinct), bool)
+                full[self._group[~banned]] = False  # distinct vectors with a position not banned
+                depth = min(m, len(self._distinct) - int(full.sum()))
+                kept = self._expand(self._nearest(np.array([g]), depth, full)[0], banned, m)
             out.append(np.asarray(kept, np.int64))
         return np.stack(out)
 

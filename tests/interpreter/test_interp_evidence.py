@@ -142,3 +142,32 @@ def test_neighbours_found_for_a_batch_give_the_same_evidence(corpus, depth):
     assert len(features) >= 4 and len(batch._near) >= 10
     for f in features:
         assert sample_evidence(corpus, f, cfg, pool=50, neighbours=batch) == sample_evidence(corpus, f, cfg, pool=50)
+
+
+@pytest.mark.parametrize("depth", [3, 512])  # 3: every list runs short (searched again over the distinct vectors)
+def test_neighbours_of_repeated_segments_are_the_nearest_copies_in_position_order(depth):
+    """Segments repeat (the same clause in many notes): the search runs over the distinct vectors and gives
+    back their copies; the result is the brute-force one, nearest first and copies in position order."""
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+    from services.interpreter.corpus import Corpus
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(12, 8)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    which = rng.integers(0, 12, 200)  # 200 positions, 12 distinct vectors
+    vectors = base[which]
+    corpus = Corpus(pa.array([f"t{w}" for w in which]), np.arange(200), vectors, sp.csc_matrix((200, 4), dtype=np.float32))
+    assert len(corpus.distinct.vectors) == 12
+    active = np.flatnonzero(np.isin(which, [0, 5]))  # every copy of two texts activates
+    anchors = np.array([int(np.flatnonzero(which == 0)[0]), int(np.flatnonzero(which == 5)[-1])])
+    found = Neighbours(corpus, depth=depth, block=1)
+    found.prefetch(anchors.tolist())
+    m = 30
+    got = found.rows(anchors, active, m)
+    for a, row in zip(anchors.tolist(), got):
+        sims = vectors @ vectors[a]
+        free = np.setdiff1d(np.arange(200), active)
+        want = free[np.lexsort((free, -sims[free]))][:m]
+        assert row.tolist() == want.tolist()
