@@ -82,8 +82,9 @@ class Corpus:
         vectors = np.ascontiguousarray(self.vectors)
         keys = vectors.view(np.dtype((np.void, vectors.dtype.itemsize * vectors.shape[1]))).ravel()
         _, first, group = np.unique(keys, return_index=True, return_inverse=True)  # [U], [N]
+        group = group.reshape(-1)
         starts = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(first)))])
-        return DistinctVectors(vectors[first], group.reshape(-1), np.argsort(group.reshape(-1), kind="stable"), starts)
+        return DistinctVectors(vectors[first], group, np.argsort(group, kind="stable"), starts)
 
     @property
     def n_features(self) -> int:

@@ -194,16 +194,18 @@ class Neighbours:
         """[A, m]: each anchor's m nearest non-activating positions, nearest first (m <= non-activating)."""
         banned = np.zeros(self.corpus.n_docs, bool)
         banned[active] = True
+        taken: np.ndarray | None = None  # [U]: distinct vectors whose every copy is banned (found once)
         out = []
         for a in anchors.tolist():
             g = int(self._group[a])
             near = self._near.get(g)
             kept = self._expand(near, banned, m) if near is not None else []
             if len(kept) < m:  # unknown, or too many activating neighbours: exact search over the rest
-                full = np.ones(len(self._distinct), bool)
-                full[self._group[~banned]] = False  # distinct vectors with a position not banned
-                depth = min(m, len(self._distinct) - int(full.sum()))
-                kept = self._expand(self._nearest(np.array([g]), depth, full)[0], banned, m)
+                if taken is None:
+                    taken = np.ones(len(self._distinct), bool)
+                    taken[self._group[~banned]] = False
+                depth = min(m, len(self._distinct) - int(taken.sum()))
+                kept = self._expand(self._nearest(np.array([g]), depth, taken)[0], banned, m)
             out.append(np.asarray(kept, np.int64))
         return np.stack(out)
 
