@@ -93,6 +93,20 @@ def timed(fn: Callable[[], int], n_docs: int) -> dict[str, float]:
     }
 
 
+def interleaved(systems: dict[str, Callable[[list[str]], int]], sets: dict[str, list[str]], repeats: int,
+                timer: Callable[[Callable[[], int], int], dict[str, float]] = timed) -> dict[str, dict[str, list]]:
+    """Every system on every set, `repeats` rounds, interleaved (each round runs them all, so all see the
+    same machine load): {set: {system: [the timer's dict per round]}}."""
+    runs: dict[str, dict[str, list]] = {s: {k: [] for k in systems} for s in sets}
+    for r in range(repeats):
+        for set_name, texts in sets.items():
+            for name, fn in systems.items():
+                runs[set_name][name].append(timer(lambda fn=fn, texts=texts: fn(texts), len(texts)))
+                print(f"repeat {r}: {set_name}: {name}: {runs[set_name][name][-1]['tokens_per_s']:.0f} tokens/s",
+                      flush=True)
+    return runs
+
+
 def summarise(runs: list[dict[str, float]]) -> dict[str, object]:
     """Median over the repeats (the machine is shared), with every run kept."""
     keys = ("seconds", "tokens_per_s", "docs_per_s", "peak_rss_mib", "peak_rss_increase_mib")
@@ -167,13 +181,7 @@ def main() -> None:
     systems = {"st_fp32": st_run, "prisma_fp32": prisma(fp32), "prisma_int8": prisma(int8)}
     for fn in systems.values():  # warm-up: allocator, oneDNN/fbgemm kernels, tokenizer caches
         fn(notes[:16] + sets["segments"][:64])
-    runs: dict[str, dict[str, list]] = {s: {k: [] for k in systems} for s in sets}
-    for r in range(args.repeats):
-        for set_name, texts in sets.items():
-            for name, fn in systems.items():
-                runs[set_name][name].append(timed(lambda fn=fn, texts=texts: fn(texts), len(texts)))
-                print(f"repeat {r}: {set_name}: {name}: {runs[set_name][name][-1]['tokens_per_s']:.0f} tokens/s",
-                      flush=True)
+    runs = interleaved(systems, sets, args.repeats)
     results = {s: {k: summarise(v) for k, v in per.items()} for s, per in runs.items()}
     st_all = combined(results, "st_fp32")
     ratios: dict[str, object] = {

@@ -39,7 +39,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.embed import cosines, machine_info, negex_sentences, segments_of, timed  # noqa: E402
+from bench.embed import cosines, interleaved, machine_info, negex_sentences, segments_of, timed  # noqa: E402
 from bench.sae_data import DATA as ABSTRACTS, read_abstracts  # noqa: E402
 from contracts.sae import SaeConfig  # noqa: E402
 from services.embedder.distinct import distinct_texts  # noqa: E402
@@ -139,13 +139,7 @@ def bench_embedding(sets: dict[str, list[str]], repeats: int, device: torch.devi
                "st_bf16_b256": st_run("bf16", 256)}
     for fn in systems.values():  # warm-up: cuBLAS handles, kernels, tokenizer caches
         fn(sets["documents"][:64] + sets["segments"][:256])
-    runs: dict[str, dict[str, list]] = {s: {k: [] for k in systems} for s in sets}
-    for r in range(repeats):
-        for set_name, texts in sets.items():
-            for name, fn in systems.items():
-                runs[set_name][name].append(sync_timed(lambda fn=fn, texts=texts: fn(texts), len(texts)))
-                print(f"repeat {r}: {set_name}: {name}: {runs[set_name][name][-1]['tokens_per_s']:.0f} tokens/s",
-                      flush=True)
+    runs = interleaved(systems, sets, repeats, timer=sync_timed)
     results = {s: {k: median_of(v) for k, v in per.items()} for s, per in runs.items()}
 
     def combined(system: str) -> float:
