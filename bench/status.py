@@ -171,6 +171,7 @@ _MODEL: list[Any] = []
 MODEL_NAME = ["multilingual-e5-small"]
 QUICK = [False]  # --quick  # --model: an allowlist name; cache files are per model
 PRECISION = ["fp32"]  # --precision: fp32 (the vectors of status.json) or int8 (services/embedder/int8.py)
+PROMPT: list[str | None] = [None]  # --prompt: the model's prompt before every text (None: its default, E5 'passage')
 
 
 def _model() -> Any:
@@ -178,7 +179,8 @@ def _model() -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from services.embedder.models import load_model
 
-        _MODEL.append(load_model(MODEL_NAME[0], device=torch.device("cpu"), int8=PRECISION[0] == "int8"))
+        lm = load_model(MODEL_NAME[0], device=torch.device("cpu"), int8=PRECISION[0] == "int8")
+        _MODEL.append(lm.with_prompt(PROMPT[0]))
     return _MODEL[0]
 
 
@@ -186,6 +188,7 @@ def _cache_key(ds: LabelledSet) -> str:
     """The texts' hash, with the model's name (MiniLM's cache files keep their old names)."""
     key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
     key = key if PRECISION[0] == "fp32" else f"{PRECISION[0]}-{key}"
+    key = key if PROMPT[0] is None else f"prompt-{PROMPT[0]}-{key}"
     return key if MODEL_NAME[0] == "all-MiniLM-L6-v2" else f"{MODEL_NAME[0]}-{key}"
 
 
@@ -352,7 +355,7 @@ def flat_keys(report: dict) -> dict:
     """`<set>.<method>.f1` (and precision, recall) for every set and method, null when not built."""
     flat = {}
     for name in ("demo", "negex"):
-        for method, m in report[name]["methods"].items():
+        for method, m in report.get(name, {}).get("methods", {}).items():
             for key in ("f1", "precision", "recall"):
                 flat[f"{name}.{method}.{key}"] = None if m is None else m[key]
     return flat
@@ -385,20 +388,26 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
                         help="the encoder's precision (int8: the CPU path 'auto' picks without native bf16); "
                              "int8 writes bench/results/status-int8.json by default, with its F1 beside fp32's")
+    parser.add_argument("--prompt", default=None,
+                        help="the model's prompt before every document and segment (E5: passage, its default, "
+                             "or query, which the model card asks for when vectors are used as features)")
+    parser.add_argument("--sets", default="demo,negex", help="which sets to run, comma-separated")
     parser.add_argument("--quick", action="store_true",
                         help="skip the document SAE, the sentence unit and the token SAE (null in the file)")
     args = parser.parse_args()
-    MODEL_NAME[0], QUICK[0], PRECISION[0] = args.model, args.quick, args.precision
+    MODEL_NAME[0], QUICK[0], PRECISION[0], PROMPT[0] = args.model, args.quick, args.precision, args.prompt
     if args.precision != "fp32" and args.out == RESULTS:
         args.out = RESULTS.with_name(f"status-{args.precision}.json")
     variants = [v.strip() for v in args.sensitivity.split(",") if v.strip()]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    report: dict[str, Any] = {
-        "model": args.model, "precision": args.precision,
-        "demo": run_set(demo_set(), (demo_regex, demo_regex_cues), variants),
-        "negex": run_set(negex_set(), (negex_regex, negex_regex_cues), variants),
-    }
+    sets = {"demo": (demo_set, (demo_regex, demo_regex_cues)), "negex": (negex_set, (negex_regex, negex_regex_cues))}
+    chosen = [s.strip() for s in args.sets.split(",") if s.strip()]
+    report: dict[str, Any] = {"model": args.model, "precision": args.precision,
+                              "prompt": _model().prompt}
+    for name in chosen:
+        make, regexes = sets[name]
+        report[name] = run_set(make(), regexes, variants)
     report["command"] = " ".join(["python bench/status.py", *sys.argv[1:]])
     report["f1"] = flat_keys(report)
     report["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(),
