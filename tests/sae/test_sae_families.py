@@ -77,3 +77,34 @@ def test_min_family_size_and_iterations_limit():
     c, f = hand_built()
     fams = build_families(c, f, FamiliesConfig(tau=0.1, iterations=1, min_family_size=3))
     assert _as_sets(fams) == {(0, 0, frozenset({1, 2, 3, 4, 5}))}
+
+
+def test_maximum_spanning_forest_matches_networkx_weight_and_breaks_ties_by_index():
+    """scipy's spanning tree over the edges' ranks against networkx's Kruskal on random graphs:
+    the same edges where weights are distinct, the same total weight where they tie (many
+    integer weights), and ties taken in (i, j) order."""
+    import networkx as nx
+
+    from services.sae.families import maximum_spanning_forest
+
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        n = int(rng.integers(2, 60))
+        pairs = np.array([(a, b) for a in range(n) for b in range(a + 1, n) if rng.random() < 0.15], dtype=np.int64)
+        if not len(pairs):
+            continue
+        i, j = pairs[:, 0], pairs[:, 1]
+        w = rng.random(len(i)) if trial % 2 else rng.integers(1, 4, len(i)).astype(float)
+        g = nx.Graph()
+        g.add_weighted_edges_from(zip(i.tolist(), j.tolist(), w.tolist()))
+        theirs = nx.maximum_spanning_tree(g, algorithm="kruskal")
+        ours = maximum_spanning_forest(i, j, w, n)
+        weight = dict(zip(zip(i.tolist(), j.tolist()), w.tolist()))
+        assert len(ours) == theirs.number_of_edges()
+        assert abs(sum(weight[e] for e in ours) - theirs.size(weight="weight")) < 1e-9
+        if trial % 2:  # distinct weights: one maximum forest
+            assert {tuple(sorted(e)) for e in ours} == {tuple(sorted(e)) for e in theirs.edges()}
+    # a triangle of equal weights: Kruskal in (i, j) order keeps 0-1 and 0-2
+    tri = maximum_spanning_forest(np.array([0, 0, 1]), np.array([1, 2, 2]), np.ones(3), 3)
+    assert sorted(tri) == [(0, 1), (0, 2)]
+    assert maximum_spanning_forest(np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([]), 4) == []
