@@ -52,15 +52,17 @@ class NearMisses:
         act_of = dict(zip(active.tolist(), acts.tolist()))
         shown_sets = {*ev.random_negatives, *ev.hard_negatives, *ev.pool_non_activating, *ev.selection_hard,
                       *ev.selection_random, *ev.holdout_non_activating}
-        others = np.concatenate([self.corpus.column(j)[0] for j in self.co_firing(ev.feature, active)] or
-                                [np.empty(0, np.int64)])
-        others = np.setdiff1d(others, active)
-        others = rng.permutation(others[~np.isin(others, list(shown_sets))])
+        silent = np.zeros(self.rows.shape[0], dtype=bool)  # [N]: where a co-firing feature fires and it does not
+        for j in self.co_firing(ev.feature, active):
+            silent[self.corpus.column(j)[0]] = True
+        silent[active] = False
+        silent[np.fromiter(shown_sets, dtype=np.int64, count=len(shown_sets))] = False
+        others = rng.permutation(np.flatnonzero(silent))  # sorted, distinct: what np.setdiff1d gave, without its sorts
         held = min(HOLDOUT, len(others) // 2)  # half of a few held out
         ev.holdout_near_misses = others[:held].tolist()
         ev.near_misses = others[held:held + SHOWN].tolist()
         used = {*ev.pool_activating, *ev.selection_activating, *ev.holdout_activating}
-        spare = np.array([p for p in active.tolist() if p not in used], dtype=np.int64)
+        spare = active[~np.isin(active, np.fromiter(used, dtype=np.int64, count=len(used)))]
         ev.calibration = [*ev.holdout_activating, *rng.permutation(spare)[:CALIBRATION].tolist()]
         ev.calibration_acts = [act_of[p] for p in ev.calibration]
 
