@@ -111,7 +111,7 @@ class Namer:
         self.driving = DrivingChunks(self.corpus)
         self.neighbours = Neighbours(self.corpus)
         self.near = NearMisses(self.corpus, self.evidence.seed)
-        self._stem_cache: dict[int, frozenset[str]] = {}
+        self._stem_cache: dict[str, frozenset[str]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self.embedded = 0
         """Texts embedded so far (cache misses): what naming costs."""
@@ -310,12 +310,14 @@ class Namer:
             self._near_and_threshold(p, vectors)
 
     def _stems(self, position: int) -> frozenset[str]:
-        """word_stems of a unit, cached (a segment is in the calibration sets of all the features it activates)."""
-        found = self._stem_cache.get(position)
+        """word_stems of a unit, cached by its text (a segment is in the calibration sets of all the features it
+        activates, and clauses repeat: the demo's 71,298 hold 15,017 texts, which fit where positions did not)."""
+        text = self.corpus.text(position)
+        found = self._stem_cache.get(text)
         if found is None:
             if len(self._stem_cache) >= EMBED_CACHE:
                 self._stem_cache.clear()
-            found = self._stem_cache[position] = word_stems(self.corpus.text(position))
+            found = self._stem_cache[text] = word_stems(text)
         return found
 
     def _near_and_threshold(self, p: _Pending, vectors: dict[str, np.ndarray]) -> None:
