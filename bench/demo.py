@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import httpx
 
@@ -44,6 +44,17 @@ def job_seconds(job: dict) -> float | None:
     if not job.get("started_at") or not job.get("finished_at"):
         return None
     return round((datetime.fromisoformat(job["finished_at"]) - datetime.fromisoformat(job["started_at"])).total_seconds(), 1)
+
+
+def timeline(jobs: list[dict], started: datetime, done: datetime) -> dict:
+    """Seconds outside the jobs: from the process's start to the first job (corpus, server, model
+    load, upload) and from the last job's end to the named features' concepts (probe fits)."""
+    created = [datetime.fromisoformat(j["created_at"]) for j in jobs if j.get("created_at")]
+    finished = [datetime.fromisoformat(j["finished_at"]) for j in jobs if j.get("finished_at")]
+    if not created or not finished:
+        return {}
+    return {"before_first_job": round((min(created) - started).total_seconds(), 1),
+            "after_last_job": round((done - max(finished)).total_seconds(), 1)}
 
 
 def wait_named(url: str, key: str, timeout: float) -> float:
@@ -76,7 +87,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="prisma-bench-demo-"))
     port, log = free_port(), tmp / "demo.log"
     load_before = os.getloadavg()
-    started = time.monotonic()
+    started, started_utc = time.monotonic(), datetime.now(timezone.utc).replace(tzinfo=None)
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [PRISMA, "demo", "--port", str(port), "--n", str(args.n)], cwd=REPO_ROOT,
@@ -92,6 +103,7 @@ def main() -> None:
     finally:
         stop(proc)
     result = runs[0].get("result") or {}
+    done_utc = started_utc + timedelta(seconds=done - started)
     report = {
         "benchmark": "demo",
         "seconds_to_named_features": round(done - started, 1),
@@ -105,6 +117,7 @@ def main() -> None:
         "embedding": {k: result.get(k) for k in ("seconds", "n_documents", "n_tokens", "n_segments",
                                                  "n_segments_computed", "n_segments_embedded", "device")},
         "stages": {j["kind"]: job_seconds(j) for j in jobs},
+        "timeline": timeline(jobs, started_utc, done_utc),
         "jobs": [{k: j.get(k) for k in ("kind", "status", "created_at", "started_at", "finished_at")} for j in jobs],
         "load_average_1m": {"start": load_before[0], "end": os.getloadavg()[0]},
     }
