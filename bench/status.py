@@ -71,7 +71,8 @@ from services.embedder.segments import DEFAULT_UNIT  # noqa: E402
 from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
 from services.sae.trainer import SaeTrainer, holdout_metrics  # noqa: E402
 # status_variants.py reads these through this module
-from status_expression import USER_WORDS, name_on_segments, run_expression, score_expression, user_expression  # noqa: E402,F401
+from status_expression import (USER_WORDS, WHOLE_WORDS, name_on_segments, run_expression,  # noqa: E402,F401
+                               score_expression, user_expression)
 from status_tokens import run_tokens, token_codes, token_states  # noqa: E402,F401
 from status_data import (LabelledSet, demo_regex, demo_regex_cues, demo_set, negex_regex,  # noqa: E402
                          negex_regex_cues, negex_set)

@@ -5,7 +5,10 @@
    each), then one meaning per name across the run (gateway/domain/features/names.py, what recording does).
 2. The user types words into the product's label search (gateway/search/label_rank.py: the ranking and
    matching the API's label search and the search box's completion use): the topic word, and each cue word
-   that the regex_cues user wrote (USER_WORDS). From what each search returns, the reliable names are taken,
+   that the regex_cues user wrote (USER_WORDS), as that user wrote it: NegEx's triggers are whole words
+   (regex_cues matches them between word boundaries), so they are typed in quotes, which the label search reads
+   as whole words (`"no"` finds "no rash", not "normal"); the demo's are stems, typed bare (`sospett` begins
+   "sospetta"). From what each search returns, the reliable names are taken,
    a topic name that also holds a cue word being a cue; the expression is
    `SEGMENT((label:"<topic>" OR …) AND NOT (label:"<cue>" OR …))`, evaluated by Prisma's evaluator, where a
    bare label:"…" means above that name's threshold. No feature index, no class label is used.
@@ -24,6 +27,8 @@ import numpy as np
 USER_WORDS = {"demo": (("bronchiolit",), ("sospett", "?", "esclus", "possibil", "probabil", "pregress")),
               "negex": ((), ("no", "not", "denies", "denied", "without", "negative", "free", "ruled", "absence",
                              "absent", "resolved", "declined", "neither", "nor", "unlikely"))}
+WHOLE_WORDS = {"demo": False, "negex": True}
+"""Whether the set's USER_WORDS are whole words (typed in quotes) or stems (typed bare)."""
 SEARCH_LIMIT = 20
 """Results of one label search a user reads (the product's page size)."""
 
@@ -95,12 +100,12 @@ def _quoted(label: str) -> str:
 
 
 def user_expression(names: Names, topic: tuple[str, ...], cues: tuple[str, ...],
-                    codes: Any = None) -> tuple[str, dict]:
+                    codes: Any = None, whole_words: bool = False) -> tuple[str, dict]:
     """The expression a user writes from the label searches (see the module's docstring)."""
     from gateway.search.label_rank import search_names
 
     def found(word: str) -> list[tuple[str, int | None]]:
-        hits = search_names(word, names.entries, codes, SEARCH_LIMIT)
+        hits = search_names(f'"{word}"' if whole_words else word, names.entries, codes, SEARCH_LIMIT)
         return [(e.label, n) for e, n in hits if e.reliable]
 
     searched = {w: found(w) for w in (*topic, *cues)}
@@ -124,7 +129,7 @@ def run_expression(ds: Any, split: Any, seg: Any, pooled: Any, out: dict) -> dic
     with stage(out, "name_segments"):
         names, out["naming"] = name_on_segments(ds, seg, pooled.segments)
     topic, cues = USER_WORDS[ds.name]
-    expression, chosen = user_expression(names, topic, cues, pooled.documents.tocsc())
+    expression, chosen = user_expression(names, topic, cues, pooled.documents.tocsc(), WHOLE_WORDS[ds.name])
     with stage(out, "expression_scoped"):
         scored = score_expression(ds, split, seg, pooled.segments, pooled.documents, names, expression)
     out["expression_scoped"] = {"expression": expression, **chosen}

@@ -117,7 +117,7 @@ def token_expression(ds: LabelledSet, split: Split, sent: Segments, x: np.ndarra
     seg_codes = seg_codes.tocsr()
     labels, naming = S.name_on_segments(ds, sent, seg_codes)
     topic, cues = S.USER_WORDS[ds.name]
-    expression, chosen = S.user_expression(labels, topic, cues)
+    expression, chosen = S.user_expression(labels, topic, cues, whole_words=S.WHOLE_WORDS[ds.name])
     res: dict[str, Any] = {"fvu_heldout": info["fvu_heldout"], "naming": naming,
                            "expression_tokens": _f1(S.score_expression(ds, split, sent, seg_codes, docs, labels,
                                                                        expression)),

@@ -43,9 +43,11 @@ class LabelSearch(_Page):
     """Features by their shown label and description: full-text words, or semantic similarity."""
 
     mode: Literal["label"]
-    query: str = Field(min_length=1, max_length=500, description="Words (full text) or a phrase (semantic).")
+    query: str = Field(min_length=1, max_length=500, description='Words (full text: each begins a word of the '
+                       'label, or is one where quoted: "no" finds "no rash", not "normal") or a phrase (semantic).')
     method: Literal["fulltext", "semantic"] = Field(
-        default="fulltext", description="fulltext: every word as a prefix; semantic: cosine of embeddings.")
+        default="fulltext", description="fulltext: every word as a prefix (whole where quoted), names holding "
+        "them as whole words first; semantic: cosine of embeddings.")
 
 
 SearchRequest = Annotated[ExpressionSearch | TextSearch | LabelSearch, Field(discriminator="mode")]

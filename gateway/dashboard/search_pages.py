@@ -176,7 +176,7 @@ def _by_label(session: SessionDep, run_id: int, prefix: str, words: str, codes: 
     rows, _ = feature_repo.list_features(session, sae_run_id=run_id, sort="score", limit=SUGGESTIONS, offset=0,
                                          text=words)
     ranked = rank_labels([LabelEntry(f.index, best.label, best.description, best.score, best.reliable, best.threshold,
-                                     f.density) for f, best in rows if best is not None], codes)
+                                     f.density) for f, best in rows if best is not None], codes, words)
     by_label: dict[str, tuple[str, list[int], list[int], list[int]]] = {}
     for entry, notes in ranked:
         _, indices, unreliable, counts = by_label.setdefault(entry.label.strip().casefold(), (entry.label, [], [], []))

@@ -3,8 +3,9 @@
 Pure (no database): the label search of the API and the search box's completion rank the rows the database
 finds with `rank_labels`, and bench/status.py ranks a run's names with the same function, matching them
 with `label_matches` (the full-text index's rule: every word of the query begins a word of the label or the
-description). Order: reliable names first, then the held-out score (best first), then the fewer notes a name
-selects (the more specific), then index. Each entry says how many notes `label:"…"` would select: those
+description; a word between double quotes must be a whole word of it). Order: names holding every word of the
+query as a whole word first (`no` finds "no rash" before "normal"), then reliable names, then the held-out score
+(best first), then the fewer notes a name selects (the more specific), then index. Each entry says how many notes `label:"…"` would select: those
 where the feature reaches its name's threshold (any activation where it has none).
 """
 
@@ -29,15 +30,39 @@ class LabelEntry:
     density: float = 0.0
 
 
+MAX_TERMS = 16
+"""Words of a search box kept (the rest ignored): each is one term of the full-text query."""
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.casefold())
 
 
+def query_terms(query: str) -> list[tuple[str, bool]]:
+    """The words of a search box, case-folded, each with whether it is exact: a word between double quotes
+    matches a whole word of a label or description, any other word begins one (a prefix). A quote left open
+    quotes nothing. What the database's full-text query and `label_matches` both read."""
+    parts = query.casefold().split('"')
+    if len(parts) % 2 == 0:  # an odd number of quotes: the last one is not closed
+        parts = [*parts[:-2], parts[-2] + " " + parts[-1]]
+    return [(w, i % 2 == 1) for i, part in enumerate(parts) for w in re.findall(r"\w+", part)][:MAX_TERMS]
+
+
+def _entry_words(entry: LabelEntry) -> set[str]:
+    return set(_words(f"{entry.label} {entry.description or ''}"))
+
+
 def label_matches(query: str, entry: LabelEntry) -> bool:
-    """Every word of `query` begins some word of the entry's label or description (as the full-text index)."""
-    terms = _words(query)
-    words = _words(f"{entry.label} {entry.description or ''}")
-    return bool(terms) and all(any(w.startswith(t) for w in words) for t in terms)
+    """Every word of `query` begins some word of the entry's label or description, or is one where it is quoted
+    (as the full-text index)."""
+    terms, words = query_terms(query), _entry_words(entry)
+    return bool(terms) and all(t in words if exact else any(w.startswith(t) for w in words) for t, exact in terms)
+
+
+def whole_words(query: str, entry: LabelEntry) -> bool:
+    """Every word of `query` is a whole word of the entry's label or description."""
+    terms, words = query_terms(query), _entry_words(entry)
+    return bool(terms) and all(t in words for t, _ in terms)
 
 
 def selected(activations: np.ndarray, threshold: float | None) -> np.ndarray:
@@ -52,14 +77,17 @@ def notes_selected(codes: sp.csc_matrix, entry: LabelEntry) -> int:
                                          entry.threshold)))
 
 
-def rank_labels(entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None) -> list[tuple[LabelEntry, int | None]]:
-    """(entry, notes it selects) in ranking order; notes None without codes."""
+def rank_labels(entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None,
+                query: str | None = None) -> list[tuple[LabelEntry, int | None]]:
+    """(entry, notes it selects) in ranking order; notes None without codes. With the `query` that found them,
+    the entries holding its words as whole words come first."""
     counted = [(e, notes_selected(codes, e) if codes is not None else None) for e in entries]
-    return sorted(counted, key=lambda c: (not c[0].reliable, -(c[0].score or 0.0),
-                                          c[1] if c[1] is not None else c[0].density, c[0].index))
+    return sorted(counted, key=lambda c: (query is not None and not whole_words(query, c[0]), not c[0].reliable,
+                                          -(c[0].score or 0.0), c[1] if c[1] is not None else c[0].density,
+                                          c[0].index))
 
 
 def search_names(query: str, entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None,
                  limit: int = 20) -> list[tuple[LabelEntry, int | None]]:
     """The `limit` best entries matching `query`, ranked."""
-    return rank_labels((e for e in entries if label_matches(query, e)), codes)[:limit]
+    return rank_labels((e for e in entries if label_matches(query, e)), codes, query)[:limit]

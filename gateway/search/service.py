@@ -148,7 +148,7 @@ def _fulltext(state: Any, run_id: int, body: LabelSearch, session: Session | Non
         codes = codes_or_none(db, state.store, run_repo.get_sae_run(db, run_id=run_id))
     entries = {f.index: (f, i, score) for f, i, score in rows}
     ranked = rank_labels([LabelEntry(f.index, i.label, i.description, i.score, i.reliable, i.threshold, f.density)
-                          for f, i, _ in rows], codes)
+                          for f, i, _ in rows], codes, body.query)
     page = ranked[body.offset:body.offset + body.limit]
     return [entries[e.index] for e, _ in page], total, {e.index: n for e, n in page}
 

@@ -47,3 +47,20 @@ def test_label_search_ranks_reliable_names_by_score_then_specificity_and_counts_
     ranked = search_names("bronchiolite", entries[:3], codes)
     assert [(e.index, n) for e, n in ranked] == [(0, 2), (1, 2), (2, 1)]  # reliable first; ties: fewer notes, index
     assert [e.index for e, _ in rank_labels(entries[:3])] == [0, 1, 2]
+
+
+def test_quoted_words_match_whole_words_and_whole_words_rank_first() -> None:
+    """`no` begins "normal" as it begins "no"; "no" in quotes is the word only, and unquoted the names holding
+    it as a word come before those that only begin with it, whatever their scores."""
+    from gateway.search.label_rank import query_terms
+
+    entries = [LabelEntry(0, "normal", None, 0.99, True, None), LabelEntry(1, "no rash", None, 0.7, True, None),
+               LabelEntry(2, "valve is normal", None, 0.95, True, None), LabelEntry(3, "no", None, 0.6, False, None)]
+    assert query_terms('no "rash" nor') == [("no", False), ("rash", True), ("nor", False)]
+    assert query_terms('"no rash" x') == [("no", True), ("rash", True), ("x", False)]
+    assert query_terms('say "no') == [("say", False), ("no", False)]  # a quote left open quotes nothing
+    assert [e.index for e, _ in search_names("no", entries)] == [1, 3, 0, 2]  # words first, then by how names hold
+    assert [e.index for e, _ in search_names('"no"', entries)] == [1, 3]
+    assert [e.index for e, _ in search_names('"nor"', entries)] == [] and len(search_names("nor", entries)) == 2
+    assert label_matches('"rash" no', entries[1]) and not label_matches('"ras"', entries[1])
+    assert [e.index for e, _ in rank_labels(entries)] == [0, 2, 1, 3]  # no query: reliability and score alone

@@ -117,4 +117,16 @@ async def test_label_fulltext_follows_interpretations(client, auth, seeded, app)
     expr = await search(client, auth, seeded.run_id, mode="expression", expression='label:"ear infection"')
     assert expr.status_code == 200 and expr.json()["features"][0]["index"] == 2
     assert (await search(client, auth, seeded.run_id, mode="label", query="%_'\"*:")).json()["total"] == 0
+
+
+async def test_label_fulltext_quoted_words_are_whole_words(client, auth, seeded) -> None:  # noqa: ANN001
+    """In the database's own full-text query (FTS5 on SQLite, tsquery on PostgreSQL): a quoted word matches whole
+    words only, an unquoted one begins them, and names holding the words whole come first."""
+    prefix = (await search(client, auth, seeded.run_id, mode="label", query="bronch")).json()
+    assert prefix["total"] == 2
+    assert (await search(client, auth, seeded.run_id, mode="label", query='"bronch"')).json()["total"] == 0
+    whole = (await search(client, auth, seeded.run_id, mode="label", query='"bronchiolitis"')).json()
+    assert {h["index"] for h in whole["items"]} == {0, 1}
+    mixed = (await search(client, auth, seeded.run_id, mode="label", query='"suspected" bronch')).json()
+    assert [h["index"] for h in mixed["items"]] == [1]
     assert N_DOCS > 0
