@@ -4,9 +4,10 @@ Pure (no database): the label search of the API and the search box's completion 
 finds with `rank_labels`, and bench/status.py ranks a run's names with the same function, matching them
 with `label_matches` (the full-text index's rule: every word of the query begins a word of the label or the
 description; a word between double quotes must be a whole word of it). Order: names holding every word of the
-query as a whole word first (`no` finds "no rash" before "normal"), then reliable names, then the held-out score
-(best first), then the fewer notes a name selects (the more specific), then index. Each entry says how many notes `label:"…"` would select: those
-where the feature reaches its name's threshold (any activation where it has none).
+query as a whole word first (`no` finds "no rash" before "normal"), then reliable names, then the held-out
+score (best first), then the fewer notes a name selects (the more specific), then index. Each entry says how
+many notes `label:"…"` would select: those where the feature reaches its name's threshold (any activation
+where it has none).
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@ label full-text search, documents by position."""
 
 from __future__ import annotations
 
-
 from sqlalchemy import bindparam, column, func, literal_column, select, table, text, true
 from sqlalchemy.orm import Session
 
@@ -64,6 +63,8 @@ def labels_fingerprint(session: Session, *, sae_run_id: int) -> tuple[int, ...]:
 # -- label search ------------------------------------------------------------------------------
 # The document of an interpretation, spelled exactly as migration 0002's GIN index (so it is used).
 PG_DOCUMENT = "to_tsvector('simple', interpretations.label || ' ' || coalesce(interpretations.description, ''))"
+
+
 def search_labels(session: Session, *, sae_run_id: int, query: str, limit: int,
                   offset: int) -> tuple[list[tuple[Feature, Interpretation, float]], int]:
     """Features whose shown label or description holds every word of `query` (as a prefix, or whole
@@ -76,14 +77,16 @@ def search_labels(session: Session, *, sae_run_id: int, query: str, limit: int,
             .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
             .where(Feature.sae_run_id == sae_run_id))
     if session.get_bind().dialect.name == "postgresql":
-        tsquery = func.to_tsquery(literal_column("'simple'"), bindparam("q", " & ".join(t if exact else f"{t}:*" for t, exact in terms)))
+        words = " & ".join(t if exact else f"{t}:*" for t, exact in terms)  # quoted: the whole word
+        tsquery = func.to_tsquery(literal_column("'simple'"), bindparam("q", words))
         rank = func.ts_rank(literal_column(PG_DOCUMENT), tsquery)
         stmt = base.add_columns(rank).where(literal_column(PG_DOCUMENT).op("@@")(tsquery)).order_by(rank.desc())
     else:
         fts = table("interpretations_fts", column("rowid"))
         rank = -func.bm25(literal_column("interpretations_fts"))  # bm25: lower is better
+        words = " ".join(f'"{t}"' if exact else f'"{t}"*' for t, exact in terms)
         stmt = (base.add_columns(rank).join(fts, fts.c.rowid == Interpretation.id)
-                .where(text("interpretations_fts MATCH :q").bindparams(q=" ".join(f'"{t}"' if exact else f'"{t}"*' for t, exact in terms)))
+                .where(text("interpretations_fts MATCH :q").bindparams(q=words))
                 .order_by(rank.desc()))
     total = session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery())) or 0
     rows = session.execute(stmt.order_by(Feature.index).limit(limit).offset(offset))

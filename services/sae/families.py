@@ -6,8 +6,9 @@ one also fires, which is what makes the denser one a parent. (The paper builds a
 undirected graph from the non-symmetric C_norm; taking the max makes that choice explicit
 and order-independent.) Edges with w ≥ τ are kept, a maximum spanning forest is taken
 (Kruskal's, ties broken by the lower (i, j): scipy's csgraph over the edges' ranks, since a
-corpus's graph has millions of edges; networkx for the forest itself), each edge is oriented from the denser feature to the sparser one (ties: the
-lower index is the parent), and every root with children gives a family by depth-first
+corpus's graph has millions of edges; networkx for the forest itself), each edge is
+oriented from the denser feature to the sparser one (ties: the lower index is the
+parent), and every root with children gives a family by depth-first
 search. The roots are then removed and the forest rebuilt from the same thresholded
 graph, with the same τ, for `iterations` rounds.
 """
