@@ -53,17 +53,14 @@ def _entry_words(entry: LabelEntry) -> set[str]:
     return set(_words(f"{entry.label} {entry.description or ''}"))
 
 
-def label_matches(query: str, entry: LabelEntry) -> bool:
-    """Every word of `query` begins some word of the entry's label or description, or is one where it is quoted
-    (as the full-text index)."""
-    terms, words = query_terms(query), _entry_words(entry)
+def _matches(terms: list[tuple[str, bool]], words: set[str]) -> bool:
     return bool(terms) and all(t in words if exact else any(w.startswith(t) for w in words) for t, exact in terms)
 
 
-def whole_words(query: str, entry: LabelEntry) -> bool:
-    """Every word of `query` is a whole word of the entry's label or description."""
-    terms, words = query_terms(query), _entry_words(entry)
-    return bool(terms) and all(t in words for t, _ in terms)
+def label_matches(query: str, entry: LabelEntry) -> bool:
+    """Every word of `query` begins some word of the entry's label or description, or is one where it is quoted
+    (as the full-text index)."""
+    return _matches(query_terms(query), _entry_words(entry))
 
 
 def selected(activations: np.ndarray, threshold: float | None) -> np.ndarray:
@@ -82,13 +79,19 @@ def rank_labels(entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = Non
                 query: str | None = None) -> list[tuple[LabelEntry, int | None]]:
     """(entry, notes it selects) in ranking order; notes None without codes. With the `query` that found them,
     the entries holding its words as whole words come first."""
+    terms = query_terms(query) if query is not None else []  # parsed once, not once an entry
+
+    def partial(entry: LabelEntry) -> bool:  # some word of the query only begins a word of the entry
+        words = _entry_words(entry) if terms else set()
+        return bool(terms) and not all(t in words for t, _ in terms)
+
     counted = [(e, notes_selected(codes, e) if codes is not None else None) for e in entries]
-    return sorted(counted, key=lambda c: (query is not None and not whole_words(query, c[0]), not c[0].reliable,
-                                          -(c[0].score or 0.0), c[1] if c[1] is not None else c[0].density,
-                                          c[0].index))
+    return sorted(counted, key=lambda c: (partial(c[0]), not c[0].reliable, -(c[0].score or 0.0),
+                                          c[1] if c[1] is not None else c[0].density, c[0].index))
 
 
 def search_names(query: str, entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None,
                  limit: int = 20) -> list[tuple[LabelEntry, int | None]]:
     """The `limit` best entries matching `query`, ranked."""
-    return rank_labels((e for e in entries if label_matches(query, e)), codes, query)[:limit]
+    terms = query_terms(query)
+    return rank_labels((e for e in entries if _matches(terms, _entry_words(e))), codes, query)[:limit]
