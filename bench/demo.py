@@ -10,9 +10,11 @@ that CPU's path on a machine that has bf16. Also the embedding run's own figures
 durations (`stages`: seconds per job) and the ISA caps in the environment (`cpu.isa_caps`):
 `ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2` cap torch's own vector kernels and oneDNN to
 what an AVX2-only CPU has, and `FBGEMM_ENABLE_INSTRUCTIONS=AVX2` caps fbgemm's int8 kernels, which
-otherwise pick AVX-512 VNNI themselves (an int8 Linear of e5-small's shape: 27 ms → 40 ms capped).
+otherwise pick AVX-512 VNNI themselves (an int8 Linear of e5-small's shape: 27 ms → 40 ms capped), and
+`MKL_ENABLE_INSTRUCTIONS=AVX2` caps MKL, torch's fp32 BLAS: the attention's matrix products and the
+SAE's, which none of the other three reach (a [4096, 384] × [384, 1536] fp32 product: 12.8 ms → 21.7 ms).
 
-    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2 \
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
         python bench/demo.py --precision int8
 """
 
@@ -38,7 +40,7 @@ from services.embedder.models import cpu_has_native_bf16, default_threads  # noq
 from tests.browser.demo import demo_key  # noqa: E402
 from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop  # noqa: E402
 
-ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS")
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS")
 
 
 def job_seconds(job: dict) -> float | None:
