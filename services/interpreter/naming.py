@@ -317,7 +317,7 @@ class Namer:
         if found is None:
             if len(self._stem_cache) >= EMBED_CACHE:
                 self._stem_cache.clear()
-            found = self._stem_cache[text] = word_stems(text)
+            found = self._stem_cache[text] = word_stems(text, self.language)
         return found
 
     def _near_and_threshold(self, p: _Pending, vectors: dict[str, np.ndarray]) -> None:
@@ -335,7 +335,7 @@ class Namer:
                                       self.corpus.vectors[ev.holdout_near_misses])
         for k, n in enumerate(named):
             n.score_near_miss = round(scores[k], 6) if near else None
-            holds = holds_mask(n.label, texts)
+            holds = holds_mask(n.label, texts, self.language)
             curve = precision_curve(acts, holds)
             n.threshold = curve_threshold(curve)
             n.precision_curve = curve_points(curve)  # an alternative's own too: it may be shown in the name's place

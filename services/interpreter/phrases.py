@@ -10,15 +10,19 @@ words of one clause that start and end with one, function words inside kept: "pc
 so a phrase that is as common in the near misses as in the strongest segments separates nothing, however
 frequent. Among phrases that separate about equally, the longer reads better: each extra word adds
 PHRASE_BONUS. `name_holds` is the text judge of a name on one segment: every content or negation word of
-the name occurs in it (case and accents folded, a word matched by its first STEM characters, so that
-"sospetta" holds on "sospetto"); the precision curve of calibration.py counts it.
+the name occurs in it (case and accents folded, a word matched by its Snowball stem in the corpus's language,
+so that "sospetta" holds on "sospetto" and "denies" on "denied", while "bronchiolite" does not hold on
+"bronchite", as it did when words were compared by their first six characters); the precision curve of
+calibration.py counts it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
+import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
 from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, fold, tokens
@@ -27,8 +31,11 @@ PHRASE_WORDS = 5
 """Longest phrase name, in words."""
 PHRASE_BONUS = 0.02
 """Separation one more word is worth: "bronchiolite acuta" over "bronchiolite" when it separates nearly as well."""
+STEMMERS = {"it": "italian", "en": "english"}
+"""Snowball stemmer of each language names are written in (naming.corpus_language): Italian inflects the ending
+(sospetta, sospetto, sospetti → sospett), English too (denies, denied → deni)."""
 STEM = 6
-"""Characters of a word compared by `name_holds` (Italian inflects the ending: sospetta, sospetto, sospetti)."""
+"""Characters of a word compared in a language without a stemmer here."""
 
 
 def phrase_ranking(index: TermIndex, top: Sequence[int], near: Sequence[int], others: Sequence[int], k: int,
@@ -67,27 +74,40 @@ def distinct_phrases(ranked: Sequence[tuple[str, float, float]], k: int) -> list
     return chosen
 
 
-def required_words(label: str) -> list[str]:
-    """The folded content and negation words of a name, each cut to STEM characters."""
-    return [t[0][:STEM] for t in tokens(label) if t[4]]
+@lru_cache(maxsize=8)
+def _stemmer(language: str) -> object | None:
+    name = STEMMERS.get(language)
+    return snowballstemmer.stemmer(name) if name else None
 
 
-def word_stems(text: str) -> frozenset[str]:
-    """The stems (first STEM folded characters) of the words of `text`."""
-    return frozenset(t[0][:STEM] for t in tokens(text))
+@lru_cache(maxsize=200_000)
+def stem(word: str, language: str) -> str:
+    """The stem of a folded word in `language` (Snowball; its first STEM characters in another language)."""
+    stemmer = _stemmer(language)
+    return stemmer.stemWord(word) if stemmer is not None else word[:STEM]  # type: ignore[attr-defined]
 
 
-def name_holds(label: str, text: str | frozenset[str]) -> bool:
+def required_words(label: str, language: str) -> list[str]:
+    """The stems of the folded content and negation words of a name."""
+    return [stem(t[0], language) for t in tokens(label) if t[4]]
+
+
+def word_stems(text: str, language: str) -> frozenset[str]:
+    """The stems of the (folded) words of `text`."""
+    return frozenset(stem(t[0], language) for t in tokens(text))
+
+
+def name_holds(label: str, text: str | frozenset[str], language: str) -> bool:
     """Whether every content or negation word of `label` occurs in `text` (folded, by stem); `text` may be
     given as its word_stems already."""
-    need = required_words(label)
-    have = word_stems(text) if isinstance(text, str) else text
+    need = required_words(label, language)
+    have = word_stems(text, language) if isinstance(text, str) else text
     return bool(need) and all(w in have for w in need)
 
 
-def holds_mask(label: str, stems: Sequence[frozenset[str]]) -> np.ndarray:
+def holds_mask(label: str, stems: Sequence[frozenset[str]], language: str) -> np.ndarray:
     """bool [len(stems)]: name_holds on each text, given by its word_stems."""
-    need = required_words(label)
+    need = required_words(label, language)
     return np.array([bool(need) and all(w in have for w in need) for have in stems], dtype=bool)
 
 

@@ -58,10 +58,21 @@ def test_phrases_longer_only_when_they_separate_as_well():
 
 
 def test_name_holds_by_word_stems_negation_included():
-    assert name_holds("sospetta bronchiolite", "Inviato con sospetto di bronchiolite acuta.")
-    assert not name_holds("sospetta bronchiolite", "Bronchiolite acuta confermata.")
-    assert name_holds("non bronchiolite", "Quadro non compatibile con bronchiolite.")
-    assert not name_holds("non bronchiolite", "Quadro compatibile con bronchiolite.")
+    assert name_holds("sospetta bronchiolite", "Inviato con sospetto di bronchiolite acuta.", "it")
+    assert not name_holds("sospetta bronchiolite", "Bronchiolite acuta confermata.", "it")
+    assert name_holds("non bronchiolite", "Quadro non compatibile con bronchiolite.", "it")
+    assert not name_holds("non bronchiolite", "Quadro compatibile con bronchiolite.", "it")
+    assert name_holds("denies fevers", "The patient denied any fever.", "en")
+    assert not name_holds("no murmurs", "Heart: murmurs heard.", "en")
+
+
+def test_name_holds_keeps_words_that_share_a_prefix_apart():
+    """Compared by their first six characters, "bronchiolite" held on "bronchite" and "tracheite" on
+    "tracheobronchite": a "bronchiolite" feature firing on bronchitis got a threshold it did not earn."""
+    assert not name_holds("bronchiolite", "Storia di bronchite acuta.", "it")
+    assert name_holds("bronchiolite", "Bronchioliti ricorrenti.", "it")
+    assert not name_holds("tracheite", "Tracheobronchite.", "it")
+    assert name_holds("hypertension", "Hypertensive crisis.", "en")  # one stem: hypertens
     assert is_phrase("pcr nei limiti", ["Esami: PCR nei  limiti."]) and not is_phrase("pcr, limiti", ["pcr limiti"])
 
 
