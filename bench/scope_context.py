@@ -42,8 +42,14 @@ RESULTS = ROOT / "bench/results/scope-context.json"
 
 def probe(codes: sp.csr_matrix, ds: LabelledSet, split: st.Split) -> dict:
     fitted = fit_probe(codes[split.train], ds.y[split.train], seed=0)
-    return st._scored(ds.y[split.test], fitted.predict(codes[split.test]), cv_f1_train=round(fitted.cv_score, 4),
-                      features_used=len(fitted.used_features))
+    return _written(st._scored(ds.y[split.test], fitted.predict(codes[split.test]),
+                               cv_f1_train=round(fitted.cv_score, 4), features_used=len(fitted.used_features)))
+
+
+def _written(scored: dict) -> dict:
+    """Figures without the predictions status.py's comparisons read (not written here)."""
+    scored.pop(st.PREDICTED, None)
+    return scored
 
 
 def one_seed(ds: LabelledSet, split: st.Split, x: np.ndarray, seg: st.Segments, hit: np.ndarray, seed: int) -> dict:
@@ -77,7 +83,8 @@ def run_set(ds: LabelledSet, seeds: list[int]) -> dict:
     mean = {k: round(float(np.mean([r[k]["f1"] for r in by_seed.values()])), 4)
             for k in ("scope_alone", "scope_and_note", "note_alone", "chosen")}
     return {"n": len(ds.texts), "test": len(split.test), "anchor": st.ANCHORS[ds.name],
-            "tfidf_lr": st.run_tfidf(ds, split), "tfidf_lr_on_the_scope": st.run_tfidf(anchored_text, split),
+            "tfidf_lr": _written(st.run_tfidf(ds, split)),
+            "tfidf_lr_on_the_scope": _written(st.run_tfidf(anchored_text, split)),
             "by_seed": by_seed, "mean_f1": mean}
 
 

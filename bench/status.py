@@ -124,8 +124,32 @@ def _lr_cv(x_train: Any, y_train: np.ndarray) -> Any:
     return model
 
 
+PREDICTED = "_predicted"
+"""The held-out predictions a method's figures carry until `comparisons` reads them (not written to the file)."""
+COMPARED = (("probe_segments", "tfidf_lr"), ("probe_segments", "regex_cues"), ("probe_tokens", "tfidf_lr"),
+            ("expression_scoped", "regex"), ("expression_scoped", "regex_cues"))
+"""(features, words) pairs whose F1 difference gets a paired bootstrap interval: the issues' goals."""
+
+
 def _scored(y_test: np.ndarray, pred: np.ndarray, **extra: Any) -> dict:
-    return binary_metrics(y_test, np.asarray(pred, dtype=np.int64)) | extra
+    pred = np.asarray(pred, dtype=np.int64)
+    return binary_metrics(y_test, pred) | {PREDICTED: pred} | extra
+
+
+def comparisons(methods: dict[str, Any], y_test: np.ndarray) -> dict[str, Any]:
+    """For each COMPARED pair both measured: F1(features) - F1(words) on the same held-out rows with a 95 %
+    paired bootstrap interval (the product's `f1_difference`, what a concept page shows beside its baselines);
+    then every method's predictions are dropped."""
+    from gateway.domain.concepts.probe import f1_difference
+
+    out = {}
+    for a, b in COMPARED:
+        if (methods.get(a) or {}).get(PREDICTED) is not None and (methods.get(b) or {}).get(PREDICTED) is not None:
+            out[f"{a}_vs_{b}"] = f1_difference(y_test, methods[a][PREDICTED], methods[b][PREDICTED])
+    for m in methods.values():
+        if isinstance(m, dict):
+            m.pop(PREDICTED, None)
+    return out
 
 
 def run_regex(ds: LabelledSet, split: Split, fn: Callable[[str], int]) -> dict:
@@ -331,6 +355,7 @@ def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str]
     methods["expression_scoped"] = run_expression(ds, split, seg, pooled[0], out)
     methods["tfidf_anchored"], methods["probe_anchored"] = run_anchored(ds, split, seg, pooled[0], out)
     if QUICK[0]:  # --quick: the methods of issue #28's goal and their baselines, not the sentence and token SAEs
+        out["comparisons"] = comparisons(methods, ds.y[split.test])
         out["methods"], out["skipped"] = methods, ["probe_documents", "probe_segments_by_unit", "probe_tokens"]
         return out
     # The other unit, sentences (the default before clauses measured better): same SAE, same probe.
@@ -347,6 +372,7 @@ def run_set(ds: LabelledSet, regexes: tuple[Callable[[str], int], Callable[[str]
                               ("sentence", sentences, other, by_sentence))}
     # token states per sentence (each sentence through the model on its own), as first measured
     methods["probe_tokens"] = run_tokens(ds, split, sentences, out)
+    out["comparisons"] = comparisons(methods, ds.y[split.test])
     out["methods"] = methods
     out["probe_segments_sensitivity"] = sensitivity(x, seg, ds, split, variants)
     return out

@@ -147,4 +147,5 @@ def score_expression(ds: Any, split: Any, seg: Any, segment_codes: Any, document
     extra = {"thresholds": labels.thresholds, "reliable": labels.reliable} if isinstance(labels, Names) else {}
     space = SearchSpace(document_codes.tocsc(), labels, {}, SegmentCodes(segment_codes, seg.position, spans), **extra)
     match = evaluate(expression, space)
-    return binary_metrics(ds.y[split.test], match.mask[split.test].astype(np.int64))
+    pred = match.mask[split.test].astype(np.int64)
+    return binary_metrics(ds.y[split.test], pred) | {"_predicted": pred}  # status.PREDICTED, for `comparisons`

@@ -94,11 +94,30 @@ class PrCurve(BaseModel):
     average_precision: float | None
 
 
+class F1Difference(BaseModel):
+    """The concept's F1 minus a baseline's on the same held-out documents, with a paired bootstrap interval."""
+
+    difference: float = Field(description="F1 of the concept minus F1 of this baseline (positive: the features win).")
+    low: float = Field(description="Lower end of the interval: the (1 - level) / 2 quantile of the resampled "
+                                   "differences.")
+    high: float = Field(description="Upper end of the interval: the (1 + level) / 2 quantile.")
+    level: float = Field(description="Coverage of the interval (0.95).")
+    resamples: int = Field(description="Bootstrap resamples: each draws the held-out documents with replacement, "
+                                       "the same draw for the concept and the baseline (paired), seeded by the "
+                                       "examples' seed.")
+    distinguishable: bool = Field(description="The interval excludes 0: the difference is more than the noise of "
+                                              "this held-out split. False: on these documents neither is shown "
+                                              "better.")
+
+
 class BaselineFigures(BaseModel):
     precision: float
     recall: float
     f1: float
     confusion: ConfusionMatrix
+    f1_difference: F1Difference | None = Field(
+        default=None, description="This concept against this baseline, paired on the same held-out documents; None "
+                                  "for figures stored before it was computed (evaluate again).")
 
 
 class RegexBaseline(BaselineFigures):

@@ -69,7 +69,20 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     heading = " ".join(segments.locator("th").text_content().split())  # the DOM's text (CSS shows it upper-case)
     assert heading.startswith("TF-IDF + LR on the same segments (the text of each note's segments that contain "
                               "bronchiolit"), heading
-    figures = segments.locator("td.num").all_inner_texts()  # precision, recall, F1
+    figures = segments.locator("td.num:not(.vs)").all_inner_texts()  # precision, recall, F1
     assert len(figures) == 3 and all(re.fullmatch(r"[01]\.\d{3}", t) for t in figures), figures
+    # the probe's F1 minus each method's, with its interval and what it means
+    concept_f1 = float(page.locator("#metrics tr:has(th:text-is('F1')) td").inner_text())
+    for row in page.locator("#baselines tbody tr:has(td.vs)").all():
+        f1 = float(row.locator("td.num:not(.vs)").nth(2).inner_text())
+        vs = " ".join(row.locator("td.vs").inner_text().split())
+        got = re.fullmatch(r"([+-]\d\.\d{3}) \(([+-]\d\.\d{3}) to ([+-]\d\.\d{3})\) "
+                           r"(within the noise|features better|words better)", vs)
+        assert got, vs
+        difference, low, high = (float(got.group(i)) for i in (1, 2, 3))
+        assert abs(difference - (concept_f1 - f1)) <= 0.0015 and low <= difference <= high
+        assert got.group(4) == ("within the noise" if low <= 0 <= high else
+                                "features better" if difference > 0 else "words better")
+    assert page.locator("#baselines tbody tr:has(td.vs)").count() == 3  # regex, TF-IDF, TF-IDF on the clauses
     shot(page, "concept-scoped")
     assert page.console_errors == []

@@ -1,5 +1,6 @@
 """Words alone beside every concept: a keyword regex from the positive labels and TF-IDF + logistic
-regression, on the concept's own held-out split, equal to an independent scikit-learn computation;
+regression, on the concept's own held-out split, equal to an independent scikit-learn computation, each with
+the concept's F1 lead over it and its paired bootstrap interval;
 no regex for examples given by id; the table on the concept page (escaped)."""
 
 from __future__ import annotations
@@ -65,9 +66,18 @@ async def test_baselines_on_the_same_split_match_sklearn(client, auth, labelled_
     assert_figures(b["tfidf_lr"], scores(y_test, tfidf_pred))
     assert b["tfidf_lr"]["n_train"] == len(train) and b["tfidf_lr"]["sampled"] is False
 
+    # the concept against each, paired on the same held-out documents
+    for name in ("regex", "tfidf_lr"):
+        d = b[name]["f1_difference"]
+        assert d["difference"] == pytest.approx(c["metrics"]["f1"] - b[name]["f1"], abs=2e-4)
+        assert d["low"] <= d["difference"] <= d["high"] and d["level"] == 0.95 and d["resamples"] == 2000
+        assert d["distinguishable"] == (d["low"] > 0 or d["high"] < 0)
+    assert "_predicted" not in c["metrics"]  # the predictions the comparison read are neither stored nor returned
+
     again = await client.post(f"/api/v1/concepts/{c['id']}/evaluate", headers=auth)
     assert again.status_code == 200, again.text
     assert {k: again.json()["baselines"][k] for k in ("regex", "tfidf_lr")} == {k: b[k] for k in ("regex", "tfidf_lr")}
+    assert "_predicted" not in again.json()  # the evaluation is the metrics themselves
 
 
 async def test_id_based_concept_has_no_regex(client, auth, labelled_run) -> None:  # noqa: ANN001
@@ -113,4 +123,11 @@ async def test_concept_page_shows_words_alone_table(client, auth, labelled_run) 
     assert "<code>bronchioli</code>" in table
     for row in (c["metrics"], b["regex"], b["tfidf_lr"]):
         assert f'<td class="num">{row["f1"]:.3f}</td>' in table
+    for row in (b["regex"], b["tfidf_lr"]):  # the concept's F1 minus the method's, its interval and verdict
+        d = row["f1_difference"]
+        cell = f'{d["difference"]:+.3f} <span class="muted small">({d["low"]:+.3f} to {d["high"]:+.3f})</span>'
+        assert cell in table
+        verdict = ("within the noise" if not d["distinguishable"]
+                   else "features better" if d["difference"] > 0 else "words better")
+        assert verdict in table.split(cell, 1)[1].split("</td>", 1)[0]
     assert "|safe" not in Path("web/templates/partials/_concept_metrics.html").read_text()

@@ -1,14 +1,16 @@
 """The probe's numerics on cases with a known answer: a concept made of two features is found
-by the L1 probe (those two carry the weight), metrics match hand counts, the split is fixed."""
+by the L1 probe (those two carry the weight), metrics match hand counts, the split is fixed; the paired
+bootstrap of an F1 difference against the definition (indices resampled)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.metrics import f1_score
 
 from gateway.domain.concepts.probe import (
-    binary_metrics, fit_probe, heldout_split, macro_f1, pr_curve, sigmoid, top_contributions,
+    binary_metrics, f1_difference, fit_probe, heldout_split, macro_f1, pr_curve, sigmoid, top_contributions,
 )
 
 
@@ -119,3 +121,42 @@ def test_c_is_chosen_on_a_stratified_sample_and_the_probe_is_fitted_on_all(monke
     probe = fit_probe(x, y, seed=0)
     assert seen[-1] == 1000 and all(n <= 400 for n in seen[:-1])
     assert probe.coef[0, 5] > 0
+
+
+def _naive_f1_difference(y, a, b, resamples, seed):  # noqa: ANN001, ANN202
+    """The definition: resample document indices, both methods on the same draw."""
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(resamples):
+        i = rng.integers(0, len(y), len(y))
+        diffs.append(f1_score(y[i], a[i], zero_division=0) - f1_score(y[i], b[i], zero_division=0))
+    return np.quantile(diffs, [0.025, 0.975])
+
+
+def test_f1_difference_is_a_paired_bootstrap():
+    rng = np.random.default_rng(3)
+    y = (rng.random(594) < 0.8).astype(np.int64)  # NegEx's held-out size and share
+    a = np.where(rng.random(594) < 0.975, y, 1 - y)
+    b = np.where(rng.random(594) < 0.985, y, 1 - y)
+    got = f1_difference(y, a, b, resamples=4000, seed=0)
+    assert got["difference"] == pytest.approx(f1_score(y, a) - f1_score(y, b), abs=1e-4)
+    low, high = _naive_f1_difference(y, a, b, 2000, seed=1)
+    # the same distribution drawn two ways: the interval ends agree to the bootstraps' own noise
+    assert got["low"] == pytest.approx(low, abs=0.003) and got["high"] == pytest.approx(high, abs=0.003)
+    assert got["low"] <= got["difference"] <= got["high"] and got["level"] == 0.95
+    assert got["distinguishable"] == (got["low"] > 0 or got["high"] < 0)
+    assert f1_difference(y, a, b, resamples=4000, seed=0) == got  # seeded: the page shows the same figures again
+
+
+def test_f1_difference_tells_a_real_lead_from_noise():
+    rng = np.random.default_rng(4)
+    y = (rng.random(500) < 0.1).astype(np.int64)
+    same = f1_difference(y, y, y)
+    assert same["difference"] == same["low"] == same["high"] == 0.0 and not same["distinguishable"]
+    weak = np.where(rng.random(500) < 0.7, y, 1 - y)  # wrong on 30 %: F1 far below
+    lead = f1_difference(y, y, weak)
+    assert lead["distinguishable"] and lead["low"] > 0.3
+    assert f1_difference(y, weak, y)["high"] < -0.3  # the other way round
+    one_error = y.copy()
+    one_error[np.flatnonzero(y)[0]] = 0  # a single miss: not more than the noise of 500 documents
+    assert not f1_difference(y, one_error, y)["distinguishable"]

@@ -6,7 +6,9 @@ with a balanced logistic regression trained on the training split's texts only. 
 segments (`segment_words`) gets a third, the same TF-IDF + LR on the text of the segments it reads
 (each document's matching segments joined with " ", "" without one; `scope.py` decides which
 match, for both): words and features on the same unit. All are scored with the same
-`binary_metrics` as the concept. Texts are read from the documents table in batches of positions
+`binary_metrics` as the concept, and each carries `f1_difference`: the concept's F1 minus its own on those
+documents, with a paired bootstrap interval (`probe.f1_difference`), so a page can say whether the features'
+lead or lag is more than the noise of a small held-out split. Texts are read from the documents table in batches of positions
 (never logged); the test split is streamed, so memory is bounded by the training sample (at most
 `MAX_TFIDF_TRAIN` documents, drawn with the split's seed when there are more).
 """
@@ -24,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from contracts.concepts import Examples
 from gateway.db import session_scope
 from gateway.domain.concepts.examples import Labelled
-from gateway.domain.concepts.probe import binary_metrics
+from gateway.domain.concepts.probe import binary_metrics, f1_difference
 from gateway.domain.concepts.scope import SegmentScope
 from gateway.domain.concepts.texts import texts_at
 
@@ -48,9 +50,12 @@ def regex_pattern(positive_labels: list[str]) -> str | None:
     return "|".join(stems) or None
 
 
-def _figures(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+def _figures(y: np.ndarray, pred: np.ndarray, predicted: np.ndarray | None, seed: int) -> dict[str, Any]:
     m = binary_metrics(y, pred)
-    return {k: m[k] for k in ("precision", "recall", "f1", "confusion")}
+    figures = {k: m[k] for k in ("precision", "recall", "f1", "confusion")}
+    if predicted is not None:  # the concept's predictions on the same held-out documents, in the same order
+        figures["f1_difference"] = f1_difference(y, predicted, pred, seed=seed)
+    return figures
 
 
 def _fit_tfidf(texts: list[str], y: np.ndarray) -> tuple[TfidfVectorizer, LogisticRegression] | None:
@@ -64,9 +69,10 @@ def _fit_tfidf(texts: list[str], y: np.ndarray) -> tuple[TfidfVectorizer, Logist
 
 
 def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled: Labelled, examples: Examples,
-                      scope: SegmentScope | None = None) -> dict[str, Any]:
+                      scope: SegmentScope | None = None, predicted: np.ndarray | None = None) -> dict[str, Any]:
     """{"regex": {pattern, precision, recall, f1, confusion} | None, "tfidf_lr": {..., n_train, sampled} | None,
-    "tfidf_lr_segments": {..., n_train, sampled, segment_words} | None (None without a scope)}."""
+    "tfidf_lr_segments": {..., n_train, sampled, segment_words} | None (None without a scope)}; with
+    `predicted` (the concept's 0/1 on the held-out split, in its order), each with `f1_difference` too."""
     split = labelled.split(examples)
     train_pos, y_train = labelled.positions[split.train], labelled.y[split.train]
     test_pos, y_test = labelled.positions[split.test], labelled.y[split.test]
@@ -102,9 +108,15 @@ def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled:
                 scoped_pred[done:end] = scoped[1].predict(scoped[0].transform(scope.texts(batch, texts)))
             done = end
     fitted_on = {"n_train": int(len(train_pos)), "sampled": sampled}
+    if predicted is not None and len(predicted) != len(y_test):
+        raise ValueError(f"predicted: {len(predicted)} predictions for {len(y_test)} held-out documents")
+
+    def figures(pred: np.ndarray) -> dict[str, Any]:
+        return _figures(y_test, pred, predicted, examples.seed)
+
     return {
-        "regex": {"pattern": pattern, **_figures(y_test, regex_pred)} if compiled is not None else None,
-        "tfidf_lr": {**_figures(y_test, tfidf_pred), **fitted_on} if model is not None else None,
-        "tfidf_lr_segments": ({**_figures(y_test, scoped_pred), **fitted_on, "segment_words": list(scope.words)}
+        "regex": {"pattern": pattern, **figures(regex_pred)} if compiled is not None else None,
+        "tfidf_lr": {**figures(tfidf_pred), **fitted_on} if model is not None else None,
+        "tfidf_lr_segments": ({**figures(scoped_pred), **fitted_on, "segment_words": list(scope.words)}
                               if scoped is not None else None),
     }

@@ -102,9 +102,20 @@ def probe_probability(probe: dict[str, Any], rows: sp.csr_matrix) -> np.ndarray:
     return sigmoid(np.asarray(rows @ probe_weights(probe, rows.shape[1])) + probe["intercept"])
 
 
+PREDICTED = "_predicted"
+"""Key of the held-out 0/1 predictions in the metrics `_metrics` returns: not stored, not returned; taken out
+(`held_out_predictions`) for the baselines' paired comparison before the metrics go anywhere."""
+
+
+def held_out_predictions(metrics: dict[str, Any]) -> np.ndarray | None:
+    """The concept's held-out predictions, removed from `metrics` (None if they carry none)."""
+    return metrics.pop(PREDICTED, None)
+
+
 def _metrics(y_true: np.ndarray, y_pred: np.ndarray, *, n_train: int, labelled: Labelled,
              scores: np.ndarray | None = None) -> dict[str, Any]:
-    return {**binary_metrics(y_true, y_pred), "n_train": n_train, "n_excluded": labelled.n_excluded,
+    return {**binary_metrics(y_true, y_pred), PREDICTED: y_pred, "n_train": n_train,
+            "n_excluded": labelled.n_excluded,
             "pr_curve": pr_curve(y_true, scores) if scores is not None else None,
             "evaluated_at": utcnow().isoformat()}
 
@@ -196,8 +207,9 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         fields["probe"] = probe
         fields["features"] = sorted({int(i) for i in [*probe["weights"], *(probe.get("context_weights") or {})]})
     if fields["metrics"] is not None:  # words alone, on the same split (and on the same segments)
+        predicted = held_out_predictions(fields["metrics"])
         fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples,
-                                                           scope)
+                                                           scope, predicted)
     return fields
 
 
@@ -232,8 +244,10 @@ class Scored:
 
 def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[dict[str, Any], bool]:
     s = _score(app_state, concept_id, examples)
+    predicted = held_out_predictions(s.metrics)
     if s.store:  # the stored figures carry the words-alone baselines of the same split
-        s.metrics["baselines"] = compute_baselines(app_state.factory, s.dataset_id, s.labelled, s.examples, s.scope)
+        s.metrics["baselines"] = compute_baselines(app_state.factory, s.dataset_id, s.labelled, s.examples, s.scope,
+                                                   predicted)
     return s.metrics, s.store
 
 
