@@ -18,6 +18,7 @@ calibration.py counts it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -74,10 +75,19 @@ def distinct_phrases(ranked: Sequence[tuple[str, float, float]], k: int) -> list
     return chosen
 
 
-@lru_cache(maxsize=8)
+_LOCAL = threading.local()
+
+
 def _stemmer(language: str) -> object | None:
+    """This thread's Snowball stemmer for `language` (a stemmer keeps its word in its own state while it works:
+    one instance per thread, as naming jobs may run side by side)."""
     name = STEMMERS.get(language)
-    return snowballstemmer.stemmer(name) if name else None
+    if name is None:
+        return None
+    stemmers = _LOCAL.__dict__.setdefault("stemmers", {})
+    if name not in stemmers:
+        stemmers[name] = snowballstemmer.stemmer(name)
+    return stemmers[name]
 
 
 @lru_cache(maxsize=200_000)

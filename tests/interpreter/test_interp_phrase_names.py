@@ -133,3 +133,19 @@ def test_near_misses_come_from_co_firing_features_and_are_held_apart():
     act = dict(zip(active.tolist(), acts.tolist()))
     assert set(ev.holdout_activating) <= set(ev.calibration) and not set(ev.calibration) & set(ev.pool_activating)
     assert ev.calibration_acts == [act[p] for p in ev.calibration]
+
+
+def test_each_thread_stems_with_its_own_stemmer():
+    """A Snowball stemmer keeps the word it works on in its own state, so naming jobs side by side must not
+    share one: one per thread and language, reused within the thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from services.interpreter import phrases
+
+    here = phrases._stemmer("it")
+    assert phrases._stemmer("it") is here and phrases._stemmer("en") is not here
+    assert phrases._stemmer("de") is None  # no stemmer: words compared on their first STEM characters
+    with ThreadPoolExecutor(1) as pool:
+        there = pool.submit(phrases._stemmer, "it").result()
+    assert there is not None and there is not here
+    assert there.stemWord("sospetta") == here.stemWord("sospetta") == "sospett"  # type: ignore[attr-defined]
