@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,6 +114,37 @@ def bf16(lm: LoadedModel) -> LoadedModel:
     from services.embedder.models import load_model
 
     return load_model(lm.name, device=torch.device("cpu"), dtype=torch.bfloat16, default_model=MACHINERY_ENCODER)
+
+
+ALONE_AND_BATCHED = """
+import os, sys
+import numpy as np, torch
+from services.embedder.encoder import embed_texts  # services/__init__.py sets MKL_CBWR first
+from services.embedder.models import load_model
+from tests.embedder.test_encoder import text_of_tokens
+torch.set_num_threads(1)
+lm = load_model(sys.argv[1], device=torch.device("cpu"), dtype=torch.float32)
+target = text_of_tokens(lm, 37, seed=1)
+others = [text_of_tokens(lm, n, seed=n) for n in (3, 38, 45, 60, 120, 250, 300)]
+alone = embed_texts(lm, [target]).vectors[0]
+print(sum(not np.array_equal(embed_texts(lm, [*others, target, *others[::-1]], batch_tokens=b).vectors[len(others)],
+                             alone) for b in (64, 512, 8192)), os.environ.get("MKL_CBWR"))
+"""
+
+
+def test_bit_for_bit_holds_where_mkl_runs_avx2() -> None:
+    """On AVX2 MKL blocks a product by its shape: without strict reproducibility (services/__init__.py) a text
+    alone and the same text in a batch differed by 1e-7 in fp32, one thread. Run here as an AVX2-only CPU runs
+    it (MKL and torch's kernels capped), in a fresh process: MKL reads its settings at its first product."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    env |= {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", ALONE_AND_BATCHED, MACHINERY_ENCODER], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "AUTO,STRICT"], done.stdout
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
