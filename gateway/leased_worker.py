@@ -5,6 +5,9 @@ here), so the job of a SIGKILLed worker would wait that long before any worker t
 Here the key lives `lease_s` and is renewed while the job runs: a crashed worker's job is
 taken over (and resumes from its checkpoints) within a lease. A lost Redis connection no longer
 ends the worker: it waits and reconnects, as the compose restart policy would otherwise have to.
+arq's `start_jobs` takes a job slot (its semaphore and job counter) before it asks Redis whether the
+job is free; a connection lost in between leaked the slot, and with one job a worker (max_jobs 1)
+never started another after a Redis restart. Here a job that did not start gives its slot back.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from arq.constants import in_progress_key_prefix
 from arq.worker import Worker, get_kwargs
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import WatchError
 
 log = logging.getLogger(__name__)
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, WatchError)
+"""What a lost connection raises; redis-py reports one lost during WATCH as a WatchError ("A ConnectionError
+occurred on while watching one or more keys"), which start_jobs itself catches only around EXEC."""
 
 
 class LeasedWorker(Worker):
@@ -39,6 +45,18 @@ class LeasedWorker(Worker):
         for job_id, task in list(self.tasks.items()):
             if not task.done():
                 await self.pool.pexpire(in_progress_key_prefix + job_id, int(self.lease_s * 1000))
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """arq's, one job at a time, giving back the slot of a job that an error kept from starting."""
+        for job_id in job_ids:
+            counter = self.job_counter
+            try:
+                await super().start_jobs([job_id])
+            except BaseException:
+                if job_id.decode() not in self.tasks and self.job_counter == counter + 1:
+                    self.job_counter = counter
+                    self.sem.release()
+                raise
 
     async def _poll_iteration(self) -> None:
         try:
