@@ -140,6 +140,8 @@ def score_expression(ds: Any, split: Any, seg: Any, segment_codes: Any, document
                      labels: dict[int, str], expression: str) -> dict:
     """The expression evaluated by Prisma's evaluator over these codes (SEGMENT(…) on `seg`'s rows), scored on
     the held-out rows; with `Names`, label:"…" reads their thresholds and reliability as a run's search does."""
+    from status import PREDICTED
+
     from gateway.domain.concepts.probe import binary_metrics
     from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
 
@@ -148,4 +150,4 @@ def score_expression(ds: Any, split: Any, seg: Any, segment_codes: Any, document
     space = SearchSpace(document_codes.tocsc(), labels, {}, SegmentCodes(segment_codes, seg.position, spans), **extra)
     match = evaluate(expression, space)
     pred = match.mask[split.test].astype(np.int64)
-    return binary_metrics(ds.y[split.test], pred) | {"_predicted": pred}  # status.PREDICTED, for `comparisons`
+    return binary_metrics(ds.y[split.test], pred) | {PREDICTED: pred}  # for status.py's `comparisons`
