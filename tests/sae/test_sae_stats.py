@@ -36,14 +36,15 @@ def test_feature_summary_matches_dense():
     assert s.histogram.sum() == codes.nnz
 
 
+@pytest.mark.parametrize("dense_products", [False, True])
 @pytest.mark.parametrize("block", [1, 5, 100])
-def test_pairwise_matches_dense(block):
+def test_pairwise_matches_dense(block, dense_products):
     codes = random_codes(seed=block)
     dense = codes.toarray().astype(np.float64)
     a = (dense > 0).astype(np.float64)
     cfg = StatsConfig(store_min_cnorm=0.0, top_m=3, block_latents=block)
     counts = a.sum(0).astype(np.int64)
-    p = pairwise(codes, counts, cfg)
+    p = pairwise(codes, counts, cfg, dense=dense_products)
     np.testing.assert_allclose(p.cooccurrence.toarray(), a.T @ a)
     np.testing.assert_allclose(p.activation_similarity.toarray(), dense.T @ dense, rtol=1e-5)
     cn_dense = (a.T @ a) / (counts[:, None] + cfg.eps)
@@ -57,17 +58,41 @@ def test_pairwise_matches_dense(block):
         np.testing.assert_allclose(off[i, p.cooc_top_indices[i][: len(ref)]], ref, rtol=1e-6)
 
 
-def test_pruning_keeps_pairs_above_floor_in_either_direction():
+@pytest.mark.parametrize("dense", [False, True])
+def test_pruning_keeps_pairs_above_floor_in_either_direction(dense):
     codes = random_codes(n_docs=200, n=30, k=3, seed=7)
     a = (codes.toarray() > 0).astype(np.float64)
     counts = a.sum(0).astype(np.int64)
     floor = 0.2
-    p = pairwise(codes, counts, StatsConfig(store_min_cnorm=floor, block_latents=7))
+    p = pairwise(codes, counts, StatsConfig(store_min_cnorm=floor, block_latents=7), dense=dense)
     c = a.T @ a
     cn = c / counts[:, None]
     want = (np.maximum(cn, cn.T) >= floor) & (c > 0)
     np.testing.assert_array_equal(p.cooccurrence.toarray() > 0, want)
     np.testing.assert_allclose(p.cooccurrence.toarray()[want], c[want])
+
+
+def test_dense_and_sparse_products_give_the_same_statistics_in_chunks(monkeypatch):
+    """Max-pooled document codes (many features a row) choose the dense path; it equals the sparse one,
+    C exactly, D to float32 rounding, also when the rows are densified a few at a time."""
+    import services.sae.stats as stats
+
+    rows = [random_codes(n_docs=30, n=40, k=4, seed=s) for s in range(6)]
+    pooled = sp.csr_matrix(np.max(np.stack([r.toarray() for r in rows]), axis=0))  # [30, 40], ~40 % dense
+    sparse_k = random_codes(n_docs=300, n=4000, k=4, seed=1)
+    assert stats.dense_is_cheaper(pooled) and not stats.dense_is_cheaper(sparse_k)
+    monkeypatch.setattr(stats, "DENSE_CHUNK_FLOATS", 7 * 40)  # 7 rows a chunk: 5 chunks, the last partial
+    counts = np.asarray((pooled > 0).sum(0)).ravel().astype(np.int64)
+    cfg = StatsConfig(store_min_cnorm=0.05, top_m=4, block_latents=16)
+    want, got = pairwise(pooled, counts, cfg, dense=False), pairwise(pooled, counts, cfg)
+    for name in ("cooccurrence", "activation_similarity"):
+        w, g = getattr(want, name), getattr(got, name)
+        np.testing.assert_array_equal(g.indptr, w.indptr)
+        np.testing.assert_array_equal(g.indices, w.indices)
+    np.testing.assert_array_equal(got.cooccurrence.data, want.cooccurrence.data)
+    np.testing.assert_allclose(got.activation_similarity.data, want.activation_similarity.data, rtol=1e-6)
+    np.testing.assert_array_equal(got.cooc_top_indices, want.cooc_top_indices)
+    np.testing.assert_array_equal(got.cooc_top_values, want.cooc_top_values)
 
 
 def test_top_m_per_row_pads_and_skips_diagonal():
