@@ -1,7 +1,7 @@
 """The CPU token budget of one forward batch (`encoder.CPU_BATCH_TOKENS`): microseconds per token of the
 default model's encoder at 1,024 to 8,192 padded tokens a batch, for each precision this CPU runs, on long
 chunks (256 tokens, like notes) and short ones (16, like clauses); then the whole `embed_texts` on demo
-notes and their distinct clauses at the two budgets that matter (the old 8,192 and the new 4,096),
+notes and their distinct clauses at the two budgets that matter (the default 8,192 and 4,096),
 interleaved. Vectors do not depend on the budget (a text alone gets bit for bit its vector in any batch),
 so only the time is measured.
 

@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the repository root
 from bench.demo import ISA_CAPS  # noqa: E402
 from contracts.sae import StatsConfig  # noqa: E402
+from contracts.sparse import max_pool_rows  # noqa: E402
 from services.sae.stats import DENSE_GAIN, dense_is_cheaper, pairwise  # noqa: E402
 
 
@@ -40,23 +41,14 @@ def topk_codes(rows: int, n: int, k: int, rng: np.random.Generator) -> sp.csr_ma
 
 
 def max_pooled(docs: int, per_doc: int, n: int, k: int, rng: np.random.Generator) -> sp.csr_matrix:
-    """[docs, n]: each row the max over `per_doc` TopK rows."""
-    seg = topk_codes(docs * per_doc, n, k, rng).tocoo()
-    doc = seg.row // per_doc
-    order = np.lexsort((-seg.data, seg.col, doc))  # per (document, feature), the largest activation first
-    d, c, v = doc[order], seg.col[order], seg.data[order]
-    first = np.ones(len(d), dtype=bool)
-    first[1:] = (d[1:] != d[:-1]) | (c[1:] != c[:-1])
-    return sp.csr_matrix((v[first], (d[first], c[first])), shape=(docs, n))
+    """[docs, n]: each row the max over `per_doc` TopK rows (as a run pools a document's segments)."""
+    return max_pool_rows(topk_codes(docs * per_doc, n, k, rng), np.arange(docs * per_doc) // per_doc, docs)
 
 
-def timed(fn, repeats: int) -> list[float]:  # noqa: ANN001
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
+def seconds(fn) -> float:  # noqa: ANN001
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -76,8 +68,8 @@ def main() -> None:
         counts = np.asarray((codes > 0).sum(0)).ravel().astype(np.int64)
         sparse_s, dense_s = [], []
         for _ in range(args.repeats):
-            sparse_s += timed(lambda: pairwise(codes, counts, cfg, dense=False), 1)
-            dense_s += timed(lambda: pairwise(codes, counts, cfg, dense=True), 1)
+            sparse_s.append(seconds(lambda: pairwise(codes, counts, cfg, dense=False)))
+            dense_s.append(seconds(lambda: pairwise(codes, counts, cfg, dense=True)))
         a, b = pairwise(codes, counts, cfg, dense=False), pairwise(codes, counts, cfg, dense=True)
         same_c = (np.array_equal(a.cooccurrence.indptr, b.cooccurrence.indptr)
                   and np.array_equal(a.cooccurrence.indices, b.cooccurrence.indices)
