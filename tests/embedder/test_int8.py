@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+import transformers
 
 from artifacts import ArtifactStore
 from contracts.embed import EmbeddingRunSpec, EmbedJobPayload
@@ -15,7 +16,7 @@ from services.embedder import models as models_module
 from services.embedder.config import EmbedderSettings
 from services.embedder.encoder import embed_texts
 from services.embedder.errors import EmbedderInputError, RunSpecMismatchError
-from services.embedder.int8 import RowScaledInt8Linear, quantize_if_close
+from services.embedder.int8 import RowBlocks, RowScaledInt8Linear, quantize_if_close, quantize_linears, restore
 from services.embedder.models import LoadedModel, ModelCache, select_precision
 from services.embedder.runs import run_embedding
 from tests.conftest import MACHINERY_ENCODER
@@ -52,6 +53,43 @@ def test_int8_vectors_close_to_fp32_and_independent_of_the_batch(lm: LoadedModel
     assert cosine.min() >= 0.98, cosine  # MiniLM asked for int8 explicitly; e5-small keeps >= 0.995
     alone = np.stack([embed_texts(int8_lm, [t]).vectors[0] for t in TEXTS])
     torch.testing.assert_close(torch.from_numpy(alone), torch.from_numpy(int8), rtol=0, atol=0)
+
+
+def test_feed_forwards_in_row_blocks_give_the_same_numbers(int8_lm: LoadedModel) -> None:
+    model = int8_lm.model
+    layers = [m for m in model.modules() if isinstance(getattr(m, "feed_forward_chunk", None), RowBlocks)]
+    assert len(layers) == model.config.num_hidden_layers  # quantising blocked every layer's feed-forward
+    batch = int8_lm.tokenizer(TEXTS, padding=True, return_tensors="pt", return_token_type_ids=False)
+    with torch.inference_mode():
+        blocked = model(**batch).last_hidden_state  # [5, L, d]: fewer rows than one block, run whole
+        for layer in layers:
+            layer.feed_forward_chunk.rows = 7  # 5 x L rows in blocks of 7, the last one short
+        in_sevens = model(**batch).last_hidden_state
+        for layer in layers:
+            layer.feed_forward_chunk.rows = 1 << 30
+        whole = model(**batch).last_hidden_state
+        for layer in layers:
+            layer.feed_forward_chunk.rows = 2048
+    assert batch["input_ids"].numel() % 7 and batch["input_ids"].numel() > 7
+    torch.testing.assert_close(in_sevens, whole, rtol=0, atol=0)
+    torch.testing.assert_close(blocked, whole, rtol=0, atol=0)
+
+
+def test_restore_undoes_the_blocks_and_the_int8_layers() -> None:
+    torch.manual_seed(0)
+    config = transformers.BertConfig(hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=16, vocab_size=30)
+    model = transformers.BertModel(config).eval()
+    ids = torch.randint(0, 30, (3, 5))
+    with torch.inference_mode():
+        before = model(input_ids=ids).last_hidden_state
+    swapped = quantize_linears(model)
+    assert len(swapped[1]) == 2 and all(isinstance(layer.feed_forward_chunk, RowBlocks) for layer in swapped[1])
+    restore(swapped)
+    assert not any(isinstance(m, RowScaledInt8Linear) for m in model.modules())
+    assert all("feed_forward_chunk" not in layer.__dict__ for layer in model.encoder.layer)
+    with torch.inference_mode():
+        torch.testing.assert_close(model(input_ids=ids).last_hidden_state, before, rtol=0, atol=0)
 
 
 def test_auto_picks_int8_on_a_cpu_without_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
