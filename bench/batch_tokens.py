@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the repository root
-from bench.demo import ISA_CAPS  # noqa: E402
+from bench.demo import ISA_CAPS, cpu_report  # noqa: E402
 from bench.embed import demo_notes, segments_of  # noqa: E402
 from services.embedder.distinct import distinct_texts  # noqa: E402
 from services.embedder.encoder import configure_threads, embed_texts  # noqa: E402
@@ -95,10 +94,7 @@ def main() -> None:
     report = {
         "benchmark": "batch_tokens",
         "model": MODEL,
-        "cpu": {"model_name": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                                     if line.startswith("model name")), platform.processor()),
-                "threads": threads, "native_bf16": cpu_has_native_bf16(),
-                "isa_caps": {k: os.environ.get(k) for k in ISA_CAPS}},
+        "cpu": cpu_report(threads),
         "settings": {"rows": ROWS, "lengths": LENGTHS, "repeats": args.repeats, "calls": args.calls,
                      "statistic": "per cell: the median of `calls` passes, per round; min and median over rounds"},
         "microseconds_per_token": micro,

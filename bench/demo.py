@@ -43,6 +43,14 @@ from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop  # noqa: E
 ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS")
 
 
+def cpu_report(threads: int) -> dict:
+    """This CPU as the encoder benchmarks record it: its name, threads, native bf16 and the ISA caps set."""
+    name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), platform.processor())
+    return {"model_name": name, "threads": threads, "native_bf16": cpu_has_native_bf16(),
+            "isa_caps": {k: os.environ.get(k) for k in ISA_CAPS}}
+
+
 def job_seconds(job: dict) -> float | None:
     if not job.get("started_at") or not job.get("finished_at"):
         return None

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -29,13 +28,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the repository root
-from bench.demo import ISA_CAPS  # noqa: E402
+from bench.demo import cpu_report  # noqa: E402
 from bench.embed import demo_notes, segments_of  # noqa: E402
 from services.embedder.chunking import chunk_token_windows, pack_batches, padded_length  # noqa: E402
 from services.embedder.distinct import distinct_texts  # noqa: E402
 from services.embedder.encoder import CPU_BATCH_TOKENS, Batch, build_batch, configure_threads, tokenize_texts  # noqa: E402
 from services.embedder.int8 import FFN_BLOCK_ROWS, RowBlocks, block_feed_forwards  # noqa: E402
-from services.embedder.models import LoadedModel, cpu_has_native_bf16, load_model  # noqa: E402
+from services.embedder.models import LoadedModel, load_model  # noqa: E402
 
 MODEL = "multilingual-e5-small"
 WHOLE = 1 << 30  # rows per block: the whole batch at once
@@ -100,10 +99,7 @@ def main() -> None:
     report = {
         "benchmark": "ffn_blocks",
         "model": MODEL,
-        "cpu": {"model_name": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                                     if line.startswith("model name")), platform.processor()),
-                "threads": threads, "native_bf16": cpu_has_native_bf16(),
-                "isa_caps": {k: os.environ.get(k) for k in ISA_CAPS}},
+        "cpu": cpu_report(threads),
         "settings": {"block_rows": FFN_BLOCK_ROWS, "batch_tokens": CPU_BATCH_TOKENS, "rounds": args.rounds,
                      "batches": {name: [list(b.input_ids.shape) for b in batches] for name, batches in sets.items()},
                      "statistic": "tokens/s (padded) over all the batches of a kind, per round; median over rounds"},
