@@ -16,7 +16,8 @@ from services.embedder import models as models_module
 from services.embedder.config import EmbedderSettings
 from services.embedder.encoder import embed_texts
 from services.embedder.errors import EmbedderInputError, RunSpecMismatchError
-from services.embedder.int8 import RowBlocks, RowScaledInt8Linear, quantize_if_close, quantize_linears, restore
+from services.embedder.int8 import (FFN_BLOCK_ROWS, RowBlocks, RowScaledInt8Linear, quantize_if_close, quantize_linears,
+                                    restore)
 from services.embedder.models import LoadedModel, ModelCache, select_precision
 from services.embedder.runs import run_embedding
 from tests.conftest import MACHINERY_ENCODER
@@ -69,7 +70,7 @@ def test_feed_forwards_in_row_blocks_give_the_same_numbers(int8_lm: LoadedModel)
             layer.feed_forward_chunk.rows = 1 << 30
         whole = model(**batch).last_hidden_state
         for layer in layers:
-            layer.feed_forward_chunk.rows = 2048
+            layer.feed_forward_chunk.rows = FFN_BLOCK_ROWS  # the shared fixture's model as it was
     assert batch["input_ids"].numel() % 7 and batch["input_ids"].numel() > 7
     torch.testing.assert_close(in_sevens, whole, rtol=0, atol=0)
     torch.testing.assert_close(blocked, whole, rtol=0, atol=0)
