@@ -17,7 +17,7 @@ import numpy as np
 from contracts.interpret import (Alternative, BackendOptions, EvidenceConfig, FamilyLabel, FeatureInterpretations,
                                  Interpretation, InterpretRequest, InterpretResult, ScoringConfig)
 from contracts.sae import FeatureFamily
-from services.interpreter.backends.base import (Backend, BackendError, FamilyNamer, FamilyRequest,
+from services.interpreter.backends.base import (Backend, BackendError, BackendOutputError, FamilyNamer, FamilyRequest,
                                                 NamingRequest, copies_input, with_retries)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
@@ -203,8 +203,9 @@ class Namer:
         try:
             async with self._gate:
                 result = await backend.name_feature(request)
-        except BackendError as exc:
-            p.record.errors.append(f"{backend.name}: {type(exc).__name__}: {exc}"[:300])
+        except BackendError as exc:  # a back-end that found no name says why; any other failure names its type too
+            why = str(exc) if isinstance(exc, BackendOutputError) else f"{type(exc).__name__}: {exc}"
+            p.record.errors.append(f"{backend.name}: {why}"[:300])
             return
         ids = ev.ids(pools=isinstance(backend, KeywordsBackend))
         ids.keywords = p.record.keywords = self._keywords(p)

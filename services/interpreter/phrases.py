@@ -150,8 +150,8 @@ class PhraseBackend(KeywordsBackend):
         ranked = phrase_ranking(index, top, list(request.near_miss_ids), others, 10 * self.candidates, min_support)
         phrases = distinct_phrases(ranked, self.candidates)
         if not phrases:
-            raise BackendOutputError(f"feature {request.feature}: no phrase separates its strongest segments from "
-                                     "its near misses and other segments")
+            raise BackendOutputError("no phrase separates its strongest segments from its near misses and other "
+                                     "segments")
         found = {term: (sep, recall) for term, sep, recall in ranked}
         cands = [LabelCandidate(label=index.display(p), description=(
             f"In {round(100 * found[p][1])} of every 100 of its strongest segments; separation {found[p][0]:.2f} "
