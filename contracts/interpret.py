@@ -185,6 +185,8 @@ class Interpretation(BaseModel):
     precision_curve: list[tuple[float, float, int]] = Field(default_factory=list,
                                                             description="(t, precision above t, segments above t).")
     calibrated_on: int = Field(default=0, description="Segments the precision curve was measured on.")
+    unreliable_reason: str | None = Field(default=None, description=(
+        "Why the name is unreliable, in words (each test it failed); None when it is reliable or unscored."))
     alternatives: list[Alternative] = Field(default_factory=list, description="The feature's next phrases, scored.")
 
 

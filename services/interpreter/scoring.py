@@ -18,7 +18,7 @@ from scipy.stats import rankdata
 
 from contracts.interpret import Interpretation, ScoringConfig
 from services.interpreter.backends.base import Backend
-from services.interpreter.calibration import MIN_ABOVE
+from services.interpreter.calibration import MIN_ABOVE, MIN_PRECISION
 
 #: texts → float32 [len(texts), d] unit-norm vectors, in the document vectors' space (or an
 #: awaitable of them: the HTTP app embeds through an async client).
@@ -81,9 +81,18 @@ def finalise(interp: Interpretation, cfg: ScoringConfig) -> Interpretation:
     # A name calibrated on enough segments that reaches its precision at no activation does not hold;
     # with fewer than MIN_ABOVE segments to calibrate on (a small corpus) nothing is known either way,
     # so the score alone decides and `label:` reads any activation above zero.
-    interp.reliable = (interp.score >= threshold
-                       and len(interp.evidence.holdout_activating) >= cfg.min_holdout_activating
-                       and (interp.threshold is not None or interp.calibrated_on < MIN_ABOVE))
+    reasons = []
+    if interp.score < threshold:
+        near = interp.score_near_miss is not None and interp.score == interp.score_near_miss
+        reasons.append(f"it tells its held-out segments from {'its near misses' if near else 'others'} at "
+                       f"{interp.score:.2f}, below the {threshold:.2f} a name needs")
+    if (n := len(interp.evidence.holdout_activating)) < cfg.min_holdout_activating:
+        reasons.append(f"only {n} of its documents were left to test it on (a score needs {cfg.min_holdout_activating})")
+    if interp.threshold is None and interp.calibrated_on >= MIN_ABOVE:
+        reasons.append(f"at no activation do its words occur in {MIN_PRECISION * 100:.0f} % of the segments it fires on "
+                       f"(of {interp.calibrated_on})")
+    interp.reliable = not reasons
+    interp.unreliable_reason = "; ".join(reasons) or None
     return interp
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import scipy.sparse as sp
 
 from contracts.interpret import (Alternative, EvidenceIds, FeatureInterpretations, Interpretation,
@@ -69,3 +70,29 @@ def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app) -> N
     assert shown[1] == ("bronchiolite acuta", True, 0.3)
     assert shown[2] == ("bronchiolite", False, 0.2)  # no phrase of its own left: shown as unreliable
     assert shown[3] == "feature 3 fires on 2 documents (< 4)" and shown[4].startswith("no name: keywords")
+
+
+@pytest.mark.anyio
+async def test_the_feature_page_says_why_a_name_is_unreliable(app, client, auth) -> None:  # noqa: ANN001
+    store, factory = app.state.store, app.state.factory
+    with session_scope(factory) as session:
+        ds = add_stub_dataset(session, name="notes", n_documents=4)
+        run_id = add_coded_sae_run(session, store, dataset_id=ds.id, codes=sp.random(4, 3, density=0.9)).id
+    ev = EvidenceIds(activating=[1, 2], holdout_activating=list(range(10, 30)))
+    guess = Interpretation(feature=0, label="bronchiolite", backend="keywords", evidence=ev, score_embedding=0.91,
+                           score=0.91, reliable=False, calibrated_on=71, precision_curve=[(0.05, 0.43, 21)],
+                           unreliable_reason="at no activation do its words occur in 80 % of the segments it fires "
+                                             "on (of 71) <b>")
+    record = FeatureInterpretations(feature=0, n_activating=40, interpretations=[guess], best=0)
+    shard = store.write_bytes(f"sae-runs/{run_id}/interpret/shard-00000.jsonl", (record.model_dump_json() + "\n").encode(),
+                              kind="interpretations")
+    result = InterpretRunResult(run_id=run_id, n_features=1, n_named=1, n_skipped=0, shards=[shard], seconds=1.0,
+                                features_per_min=60.0)
+    interpret.record_interpretations(SimpleNamespace(factory=factory, store=store), run_id, result)
+    page = await client.get(f"/sae-runs/{run_id}/features/0", headers=auth)
+    assert page.status_code == 200
+    assert ('id="unreliable-reason">Unreliable: at no activation do its words occur in 80 % of the segments it fires '
+            'on (of 71) &lt;b&gt;. Read it as a guess.</p>') in page.text
+    assert "score below the threshold" not in page.text  # not the other tests' generic sentence
+    api = (await client.get(f"/api/v1/sae-runs/{run_id}/features/0/interpretations", headers=auth)).json()
+    assert api[0]["evidence"]["unreliable_reason"].startswith("at no activation")

@@ -91,3 +91,27 @@ def test_a_score_on_too_few_held_out_documents_is_not_reliable():
     assert perfect.score == 1.0 and perfect.reliable is False
     kept = finalise(Interpretation(feature=0, label="a", backend="keywords", evidence=enough, score_embedding=0.66), cfg)
     assert kept.reliable is True
+
+
+def test_an_unreliable_name_says_which_test_it_failed():
+    cfg = ScoringConfig(embedding_threshold=0.65, min_holdout_activating=10)
+    enough = EvidenceIds(activating=[1], holdout_activating=list(range(50, 60)), holdout_non_activating=[2, 3])
+    few = enough.model_copy(update={"holdout_activating": [5, 6]})
+
+    def name(evidence: EvidenceIds, **scores: object) -> Interpretation:
+        return finalise(Interpretation(feature=0, label="bronchiolite", backend="keywords", evidence=evidence,
+                                       **scores), cfg)
+
+    held = name(enough, score_embedding=0.9, threshold=0.3, calibrated_on=70)
+    assert held.reliable is True and held.unreliable_reason is None
+    # it fits its near misses about as well: the near-miss score is the one shown, and the one blamed
+    near = name(enough, score_embedding=0.9, score_near_miss=0.55, threshold=0.3, calibrated_on=70)
+    assert near.reliable is False and near.unreliable_reason == (
+        "it tells its held-out segments from its near misses at 0.55, below the 0.65 a name needs")
+    # a high score, but its words never hold on 80 % of the segments above any activation (what F1539 showed)
+    nowhere = name(enough, score_embedding=0.91, score_near_miss=0.92, calibrated_on=71)
+    assert nowhere.reliable is False and nowhere.unreliable_reason == (
+        "at no activation do its words occur in 80 % of the segments it fires on (of 71)")
+    both = name(few, score_embedding=0.5, calibrated_on=3)  # too few to calibrate on: no threshold is no blame
+    assert both.unreliable_reason == ("it tells its held-out segments from others at 0.50, below the 0.65 a name "
+                                      "needs; only 2 of its documents were left to test it on (a score needs 10)")

@@ -152,6 +152,7 @@ def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[In
                                                                "score_near_miss": i.score_near_miss,
                                                                "precision_curve": i.precision_curve,
                                                                "calibrated_on": i.calibrated_on,
+                                                               "unreliable_reason": i.unreliable_reason,
                                                                "alternatives": [a.model_dump() for a in i.alternatives]},
                            created_at=i.created_at.replace(tzinfo=None))
             for i in rec.interpretations]
@@ -179,6 +180,7 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
             evidence["score_near_miss"] = alt.get("score_near_miss")
             # the curve the shown threshold was read from (names recorded before alternatives had one: none)
             evidence["precision_curve"] = alt.get("precision_curve") or []
+            evidence["unreliable_reason"] = None  # the replaced name's; an alternative is shown only where reliable
             interp.label, interp.score, interp.threshold, interp.reliable = (alt["label"], alt["score"],
                                                                              alt["threshold"], alt["reliable"])
         interp.evidence = evidence
