@@ -231,12 +231,24 @@ class ConceptOut(BaseModel):
     created_at: datetime
 
 
+class StrongestWords(BaseModel):
+    """The words-alone baseline with the highest held-out F1 on the concept's split, against the concept."""
+
+    method: Literal["regex", "tfidf_lr", "tfidf_lr_segments"] = Field(description="A key of `Baselines`.")
+    f1: float
+    f1_difference: F1Difference | None = Field(description="The concept minus it, paired on the same held-out "
+                                                           "documents (None: stored before it was computed).")
+
+
 class ConceptSummary(BaseModel):
     id: int
     sae_run_id: int
     name: str
     kind: str
     f1: float | None
+    words: StrongestWords | None = Field(default=None, description=(
+        "What words alone reach at best on the same split (the list's 'features against words'); None without "
+        "metrics or baselines."))
     n_matches: int | None
     created_at: datetime
 

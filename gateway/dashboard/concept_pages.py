@@ -55,7 +55,10 @@ def concepts_page(request: Request, session: SessionDep,
                   sae_run_id: Annotated[int | None, Query()] = None) -> Response:
     rows, total = repo.list_concepts(session, sae_run_id=sae_run_id, project_ids=shown_projects(request))
     return render(request, "pages/concepts.html", {"concepts": [concept_summary(c) for c in rows], "total": total,
-                                                   "sae_run_id": sae_run_id})
+                                                   "sae_run_id": sae_run_id, "word_methods": WORD_METHODS})
+
+
+WORD_METHODS = {"regex": "keyword regex", "tfidf_lr": "TF-IDF + LR", "tfidf_lr_segments": "TF-IDF + LR on its segments"}
 
 
 @router.get("/concepts/{concept_id}", response_class=HTMLResponse)

@@ -23,6 +23,17 @@ async def test_concept_page_shows_metrics_weights_and_export(client, auth, label
     assert listing.status_code == 200
     assert "&lt;b&gt;probe&lt;/b&gt;" in listing.text and "<b>probe</b>" not in listing.text
     assert f'href="/concepts/{expr["id"]}"' in listing.text
+    # beside each concept's F1, the strongest words-alone baseline of its split and the paired verdict
+    baselines = {k: v for k, v in probe["baselines"].items() if v}
+    method = max(baselines, key=lambda k: baselines[k]["f1"])
+    d = baselines[method]["f1_difference"]
+    verdict = ("within the noise" if not d["distinguishable"] else
+               "features better" if d["difference"] > 0 else "words better")
+    row = re.search(rf'<tr><td><a href="/concepts/{probe["id"]}">.*?</tr>', listing.text, re.S).group(0)
+    assert f'{baselines[method]["f1"]:.3f} <span class="muted small">' in row
+    assert f'concept {d["difference"]:+.3f}</span>' in row and verdict in row
+    summary = next(c for c in (await client.get("/api/v1/concepts", headers=auth)).json()["items"] if c["id"] == probe["id"])
+    assert summary["words"]["method"] == method and summary["words"]["f1"] == baselines[method]["f1"]
 
     page = (await client.get(f"/concepts/{probe['id']}", headers=auth)).text
     m = probe["metrics"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from contracts.concepts import AppliedOut, ConceptMetrics, ConceptOut, ConceptSummary, Examples, NamedWeight, ProbeOut
+from contracts.concepts import (AppliedOut, ConceptMetrics, ConceptOut, ConceptSummary, Examples, NamedWeight, ProbeOut,
+                                StrongestWords)
 from gateway.domain.concepts.models import Concept
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.jobs import repo as job_repo
@@ -50,7 +51,18 @@ def concept_out(session: Session, concept: Concept) -> ConceptOut:
     )
 
 
+def strongest_words(metrics: dict | None) -> StrongestWords | None:
+    """The stored baseline with the highest F1 (the first of regex, TF-IDF, TF-IDF on segments on a tie)."""
+    baselines = (metrics or {}).get("baselines") or {}
+    found = [(b["f1"], -n, method, b) for n, method in enumerate(("regex", "tfidf_lr", "tfidf_lr_segments"))
+             if (b := baselines.get(method))]
+    if not found:
+        return None
+    f1, _, method, best = max(found)
+    return StrongestWords(method=method, f1=f1, f1_difference=best.get("f1_difference"))
+
+
 def concept_summary(concept: Concept) -> ConceptSummary:
     return ConceptSummary(id=concept.id, sae_run_id=concept.sae_run_id, name=concept.name, kind=concept.kind,
-                          f1=(concept.metrics or {}).get("f1"), n_matches=(concept.applied or {}).get("n_matches"),
-                          created_at=concept.created_at)
+                          f1=(concept.metrics or {}).get("f1"), words=strongest_words(concept.metrics),
+                          n_matches=(concept.applied or {}).get("n_matches"), created_at=concept.created_at)
