@@ -35,10 +35,10 @@ def seeded_codes(seed: int = 0) -> sp.csc_matrix:
 
 
 def add_interpretation(session, *, run_id: int, index: int, label: str, description: str | None = None,
-                       reliable: bool = True) -> None:  # noqa: ANN001
+                       reliable: bool = True, threshold: float | None = None) -> None:  # noqa: ANN001
     feat, _ = feature_repo.get_feature(session, sae_run_id=run_id, index=index)
     interp = Interpretation(feature_id=feat.id, backend="keywords", label=label, description=description,
-                            score=0.9 if reliable else 0.5, reliable=reliable, evidence={})
+                            score=0.9 if reliable else 0.5, reliable=reliable, threshold=threshold, evidence={})
     session.add(interp)
     session.flush()
     feature_repo.set_best_interpretation(session, feature=feat)

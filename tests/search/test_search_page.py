@@ -3,9 +3,11 @@ fragments, label mode, name completion, and escaping of labels and texts."""
 
 from __future__ import annotations
 
+import html
 import re
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
+import numpy as np
 import pytest
 
 from gateway.db import session_scope
@@ -54,6 +56,23 @@ async def test_label_mode_and_escaping(client, auth, seeded, app) -> None:  # no
     assert resp.status_code == 200
     assert "<script>alert(1)" not in resp.text and "&lt;script&gt;alert(1)&lt;/script&gt; rash" in resp.text
     assert "unreliable" in resp.text and 'id="label-results"' in resp.text
+
+
+async def test_label_results_say_how_many_notes_each_name_selects(client, auth, seeded, app) -> None:  # noqa: ANN001
+    codes = seeded.codes.toarray()[:, 4]  # [docs]
+    threshold = float(np.median(codes[codes > 0]))
+    with session_scope(app.state.factory) as session:
+        add_interpretation(session, run_id=seeded.run_id, index=4, label="wheezing above half", threshold=threshold)
+    page = (await client.get(f"/sae-runs/{seeded.run_id}/search?mode=label&q=wheezing+above", headers=auth)).text
+    row = re.search(r'<tr><td class="num"><a href="/sae-runs/\d+/features/4">.*?</tr>', page, re.S).group(0)
+    selects = int((codes >= threshold).sum())  # what label:"…" means: at or above the name's threshold
+    assert f'<td class="num">{selects} <span class="muted small">≥ {threshold:.3f}</span></td>' in row
+    link = re.search(r'href="\?([^"]+)">documents</a>', row).group(1)
+    expression = parse_qs(html.unescape(link))["q"][0]
+    assert expression == f"F4 >= {threshold}" and "Rank" not in page
+    hits = (await client.post(f"/api/v1/sae-runs/{seeded.run_id}/search",
+                              json={"mode": "expression", "expression": expression}, headers=auth)).json()
+    assert hits["total"] == selects  # the link finds exactly the notes the column counts
 
 
 async def test_name_completion(client, auth, seeded) -> None:  # noqa: ANN001
