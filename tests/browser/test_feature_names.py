@@ -32,6 +32,13 @@ def test_feature_page_shows_phrase_threshold_curve_and_near_misses(page, demo) -
     assert page.locator("#precision-curve tbody tr").count() == len(best["precision_curve"])
     if best["near_misses"]:
         assert page.locator("#near-misses li").count() == len(best["near_misses"])
+    # the demo's run has segment codes: each example marks the clause that makes its note fire
+    marks = page.locator("#feature-examples mark")
+    marks.first.wait_for()
+    assert "segment (clause or sentence) of the document" in page.locator("#feature-examples").inner_text()
+    titles = {marks.nth(i).get_attribute("title") for i in range(marks.count())}
+    assert titles == {"the segment where this feature is strongest"}
+    assert max(len(marks.nth(i).inner_text()) for i in range(marks.count())) < 400  # clauses, not 512-token chunks
     shot(page, "feature-names")
     assert not page.console_errors
 
