@@ -110,6 +110,9 @@ class FeatureOut(BaseModel):
         default=None, description='The activation above which the name holds with precision >= 0.8: what label:"…" means.')
     skip_reason: str | None = Field(
         default=None, description="Why the last naming job gave it no name (too rare, no separating phrase, ...).")
+    unreliable_reason: str | None = Field(
+        default=None, description="Why its name is unreliable, in words (the tests it failed, or that another feature "
+                                  "holds the name better); None when reliable, unnamed or named before reasons were kept.")
 
 
 class FeaturePage(BaseModel):

@@ -96,3 +96,18 @@ async def test_the_feature_page_says_why_a_name_is_unreliable(app, client, auth)
     assert "score below the threshold" not in page.text  # not the other tests' generic sentence
     api = (await client.get(f"/api/v1/sae-runs/{run_id}/features/0/interpretations", headers=auth)).json()
     assert api[0]["evidence"]["unreliable_reason"].startswith("at no activation")
+    detail = (await client.get(f"/api/v1/sae-runs/{run_id}/features/0", headers=auth)).json()
+    assert detail["reliable"] is False and detail["unreliable_reason"].startswith("at no activation")
+    listed = (await client.get(f"/api/v1/sae-runs/{run_id}/features?sort=index", headers=auth)).json()["items"]
+    assert listed[0]["unreliable_reason"] == detail["unreliable_reason"] and listed[1]["unreliable_reason"] is None
+
+
+def test_the_api_says_why_a_name_is_unreliable_or_shared() -> None:
+    from gateway.api.v1.sae import unreliable_reason
+
+    row = lambda reliable, **evidence: SimpleNamespace(reliable=reliable, evidence=evidence)  # noqa: E731
+    assert unreliable_reason(row(True, unreliable_reason="stale")) is None  # reliable: no reason, whatever is stored
+    assert unreliable_reason(row(None)) is None  # unscored
+    assert unreliable_reason(row(False, unreliable_reason="only 2 of its documents ...")) == "only 2 of its documents ..."
+    assert unreliable_reason(row(False, shared_name=True, unreliable_reason=None)).startswith("another feature holds")
+    assert unreliable_reason(row(False)) is None  # named before reasons were kept

@@ -165,9 +165,19 @@ async def reinterpret(
 
 
 def feature_out(feat, best) -> FeatureOut:  # noqa: ANN001
-    extra = ({"label": best.label, "score": best.score, "reliable": best.reliable, "threshold": best.threshold}
-             if best is not None else {})
+    extra = ({"label": best.label, "score": best.score, "reliable": best.reliable, "threshold": best.threshold,
+              "unreliable_reason": unreliable_reason(best)} if best is not None else {})
     return FeatureOut.model_validate(feat).model_copy(update=extra)
+
+
+def unreliable_reason(best) -> str | None:  # noqa: ANN001
+    """Why `best` (an interpretation row) is unreliable, from its evidence; None when it is reliable or unscored."""
+    if best.reliable is not False:
+        return None
+    evidence = best.evidence or {}
+    if evidence.get("shared_name"):
+        return "another feature holds this name better and none of this one's other phrases holds"
+    return evidence.get("unreliable_reason")
 
 
 @router.get("/{run_id}/families", response_model=list[FamilyOut], responses=NOT_FOUND)
