@@ -66,10 +66,10 @@ def strongest_segments(segments: SegmentCodes, feature: int, positions: list[int
     over its segments' codes, so that segment is what makes the document fire."""
     column = segments.codes[:, feature]  # CSC [segments, 1]: the rows where the feature fires, sorted
     rows, acts = column.indices, column.data
-    bounds = np.searchsorted(segments.doc, np.asarray(positions, dtype=np.int64), side="left"), \
-        np.searchsorted(segments.doc, np.asarray(positions, dtype=np.int64), side="right")
+    wanted = np.asarray(positions, dtype=np.int64)
+    firsts, ends = np.searchsorted(segments.doc, wanted, side="left"), np.searchsorted(segments.doc, wanted, side="right")
     out = {}
-    for p, lo, hi in zip(positions, *bounds):
+    for p, lo, hi in zip(positions, firsts, ends):
         a, b = np.searchsorted(rows, lo), np.searchsorted(rows, hi)  # the feature's entries among p's segments
         if b > a and acts[a:b].max() > 0:
             s = int(rows[a + int(np.argmax(acts[a:b]))])

@@ -12,7 +12,7 @@ from contracts.interpret import (Alternative, EvidenceIds, FeatureInterpretation
 from gateway.db import session_scope
 from gateway.domain.features import interpret
 from gateway.domain.features import repo as feature_repo
-from gateway.domain.features.names import NameChoice, distinct_names, shared_fraction
+from gateway.domain.features.names import SHARED_NAME, NameChoice, distinct_names, shared_fraction
 from tests.factories import add_coded_sae_run, add_stub_dataset
 
 
@@ -66,6 +66,7 @@ def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app) -> N
         # the curve shown beside the threshold is the shown phrase's, not the replaced name's
         assert rows[1][1].evidence["precision_curve"] == [list(p) for p in ACUTA_CURVE]
         assert rows[0][1].evidence["precision_curve"] == [list(p) for p in NAME_CURVE]
+        assert rows[2][1].evidence["unreliable_reason"] == SHARED_NAME  # kept, unreliable, and saying why
     assert shown[0] == ("bronchiolite", True, 0.2)
     assert shown[1] == ("bronchiolite acuta", True, 0.3)
     assert shown[2] == ("bronchiolite", False, 0.2)  # no phrase of its own left: shown as unreliable

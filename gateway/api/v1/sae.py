@@ -16,6 +16,7 @@ from contracts.interpret import ReinterpretOut, ReinterpretRequest
 from gateway.domain.features.interpret import InterpretationRequest, reinterpret_feature, start_interpretation
 from gateway.deps import CurrentKey, RequestId, SessionDep
 from gateway.domain.features import repo as feature_repo
+from gateway.domain.features.names import SHARED_NAME
 from gateway.domain.runs import repo
 from gateway.domain.runs.models import SaeRun
 from gateway.domain.runs.errors import RunInputError
@@ -174,10 +175,8 @@ def unreliable_reason(best) -> str | None:  # noqa: ANN001
     """Why `best` (an interpretation row) is unreliable, from its evidence; None when it is reliable or unscored."""
     if best.reliable is not False:
         return None
-    evidence = best.evidence or {}
-    if evidence.get("shared_name"):
-        return "another feature holds this name better and none of this one's other phrases holds"
-    return evidence.get("unreliable_reason")
+    evidence = best.evidence or {}  # a shared name recorded before its reason was stored: the same words
+    return evidence.get("unreliable_reason") or (SHARED_NAME if evidence.get("shared_name") else None)
 
 
 @router.get("/{run_id}/families", response_model=list[FamilyOut], responses=NOT_FOUND)

@@ -26,7 +26,7 @@ from gateway.domain.auth.service import Principal, audit
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.features.models import Family, Interpretation
-from gateway.domain.features.names import NameChoice, distinct_names
+from gateway.domain.features.names import SHARED_NAME, NameChoice, distinct_names
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import submit
 from gateway.domain.jobs.service_jobs import run_service_job
@@ -173,7 +173,7 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
         evidence = dict(interp.evidence or {})
         if alt is None:
             interp.reliable = False
-            evidence["shared_name"] = True
+            evidence["shared_name"], evidence["unreliable_reason"] = True, SHARED_NAME
         else:
             evidence["replaced_label"] = interp.label
             evidence["alternatives"] = [a for a in evidence.get("alternatives") or [] if a["label"] != alt["label"]]

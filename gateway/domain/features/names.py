@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+SHARED_NAME = "another feature holds this name better and none of this one's other phrases holds"
+"""Why a feature that keeps a name another holds better is unreliable (its `unreliable_reason`)."""
+
 
 @dataclass
 class NameChoice:
