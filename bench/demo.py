@@ -5,7 +5,7 @@ and polls the API until the demo's chain (embed notes and clauses → SAE → na
 concepts, made right after the names) is through; `seconds_to_named_features` is from the
 process's start to then. `--precision` forces the embedder's precision (PRISMA_EMBEDDER_PRECISION)
 as 'auto' would pick it on another CPU: on a CPU without native bf16, 'auto' picks int8 for the
-default e5-small (services/embedder/int8.py `quantize_if_close`), so `--precision int8` measures
+default e5-small (`models.int8_encoder`), so `--precision int8` measures
 that CPU's path on a machine that has bf16. Also the embedding run's own figures, the jobs'
 durations (`stages`: seconds per job) and the ISA caps in the environment (`cpu.isa_caps`):
 `ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2` cap torch's own vector kernels and oneDNN to
@@ -13,6 +13,8 @@ what an AVX2-only CPU has, and `FBGEMM_ENABLE_INSTRUCTIONS=AVX2` caps fbgemm's i
 otherwise pick AVX-512 VNNI themselves (an int8 Linear of e5-small's shape: 27 ms → 40 ms capped), and
 `MKL_ENABLE_INSTRUCTIONS=AVX2` caps MKL, torch's fp32 BLAS: the attention's matrix products and the
 SAE's, which none of the other three reach (a [4096, 384] × [384, 1536] fp32 product: 12.8 ms → 21.7 ms).
+The int8 engine is CTranslate2 (services/embedder/ct2.py): `CT2_FORCE_CPU_ISA=AVX2` caps its own kernels
+(its int8 products are oneDNN's, which `ONEDNN_MAX_CPU_ISA` caps too).
 
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
         python bench/demo.py --precision int8
@@ -40,7 +42,8 @@ from services.embedder.models import cpu_has_native_bf16, default_threads  # noq
 from tests.browser.demo import demo_key  # noqa: E402
 from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop  # noqa: E402
 
-ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS")
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS",
+            "CT2_FORCE_CPU_ISA")
 
 
 def cpu_report(threads: int) -> dict:
@@ -119,6 +122,7 @@ def main() -> None:
         "benchmark": "demo",
         "seconds_to_named_features": round(done - started, 1),
         "precision": result.get("precision"),
+        "engine": result.get("engine"),
         "precision_setting": args.precision,
         "cpu": {"model": platform.processor() or platform.machine(), "usable_cpus": default_threads(),
                 "native_bf16": cpu_has_native_bf16(),

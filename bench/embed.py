@@ -1,4 +1,4 @@
-"""Embedding throughput and int8 quality: Prisma's encoder (fp32 and int8) against
+"""Embedding throughput and int8 quality: Prisma's encoder (fp32, and int8 on its two engines) against
 sentence-transformers' `encode` (fp32) on the same model (the default multilingual-e5-small
 directory), the same texts, in one process, warm-up for all, runs interleaved.
 
@@ -10,6 +10,10 @@ both sets together (total tokens / total seconds: the demo's embedding work), wi
 apart. Apart again, the saving of embedding each distinct segment once, on the whole demo corpus
 (`--corpus-notes`): segments / distinct segments, and the same by tokens. Quality: cosine of
 Prisma int8 to Prisma fp32 on the notes, the distinct segments and the NegEx sentences.
+
+`prisma_int8` is the product's int8 (the CTranslate2 engine, services/embedder/ct2.py);
+`prisma_int8_torch` is torch's int8 layers (services/embedder/int8.py, the fallback engine), measured
+beside it so the two engines' speed and quality compare in one run.
 
     nice python bench/embed.py [--notes 200] [--corpus-notes 2000] [--repeats 2] [--threads N]
 
@@ -160,7 +164,9 @@ def main() -> None:
     threads = configure_threads(args.threads)
     cpu = torch.device("cpu")
     fp32 = load_model(MODEL, device=cpu)
-    int8 = load_model(MODEL, device=cpu, int8=True)
+    int8 = load_model(MODEL, device=cpu, int8=True, threads=threads)
+    int8_torch = load_model(MODEL, device=cpu, int8=True, int8_engine="torch")
+    assert int8.engine == "ctranslate2" and int8_torch.engine == "torch"
     st = SentenceTransformer(fp32.path, device="cpu")
     batch_tokens = default_batch_tokens(cpu)
     notes = demo_notes(args.notes)
@@ -178,7 +184,8 @@ def main() -> None:
     def prisma(lm) -> Callable[[list[str]], int]:  # noqa: ANN001
         return lambda texts: int(embed_texts(lm, texts, batch_tokens=batch_tokens).n_tokens.sum())
 
-    systems = {"st_fp32": st_run, "prisma_fp32": prisma(fp32), "prisma_int8": prisma(int8)}
+    systems = {"st_fp32": st_run, "prisma_fp32": prisma(fp32), "prisma_int8": prisma(int8),
+               "prisma_int8_torch": prisma(int8_torch)}
     for fn in systems.values():  # warm-up: allocator, oneDNN/fbgemm kernels, tokenizer caches
         fn(notes[:16] + sets["segments"][:64])
     runs = interleaved(systems, sets, args.repeats)
@@ -187,15 +194,20 @@ def main() -> None:
     ratios: dict[str, object] = {
         "int8_vs_st_fp32_tokens_per_s": combined(results, "prisma_int8") / st_all,
         "fp32_vs_st_fp32_tokens_per_s": combined(results, "prisma_fp32") / st_all,
+        "int8_torch_vs_st_fp32_tokens_per_s": combined(results, "prisma_int8_torch") / st_all,
         "by_set": {s: {"int8_vs_st_fp32_tokens_per_s": r["prisma_int8"]["tokens_per_s"] / r["st_fp32"]["tokens_per_s"],
-                       "fp32_vs_st_fp32_tokens_per_s": r["prisma_fp32"]["tokens_per_s"] / r["st_fp32"]["tokens_per_s"]}
+                       "fp32_vs_st_fp32_tokens_per_s": r["prisma_fp32"]["tokens_per_s"] / r["st_fp32"]["tokens_per_s"],
+                       "int8_torch_vs_st_fp32_tokens_per_s":
+                           r["prisma_int8_torch"]["tokens_per_s"] / r["st_fp32"]["tokens_per_s"]}
                    for s, r in results.items()},
     }
     saving = distinct_saving(fp32, demo_notes(args.corpus_notes))
     ratios["distinct_segments_saving"] = saving["segments_per_distinct"]
     ratios["distinct_segments_saving_by_tokens"] = saving["saving_by_tokens"]
     quality_sets = {**sets, "negex": negex_sentences()[: args.negex]}
-    quality = {s: cosines(embed_texts(fp32, t).vectors, embed_texts(int8, t).vectors) for s, t in quality_sets.items()}
+    reference = {s: embed_texts(fp32, t).vectors for s, t in quality_sets.items()}
+    quality = {s: cosines(reference[s], embed_texts(int8, t).vectors) for s, t in quality_sets.items()}
+    quality_torch = {s: cosines(reference[s], embed_texts(int8_torch, t).vectors) for s, t in quality_sets.items()}
     report = {
         "benchmark": "embed",
         "model": {"name": MODEL, "path": fp32.path, "dim": fp32.dim, "max_length": fp32.max_length,
@@ -206,7 +218,11 @@ def main() -> None:
                      "statistic": "median of repeats; combined = total tokens / total seconds"},
         "ratios": ratios,
         "quality": {"int8_cosine_p5": min(q["p5"] for q in quality.values()),
-                    "int8_cosine_median": min(q["median"] for q in quality.values()), "by_set": quality},
+                    "int8_cosine_median": min(q["median"] for q in quality.values()), "by_set": quality,
+                    "int8_engine": int8.engine,
+                    "torch_int8": {"int8_cosine_p5": min(q["p5"] for q in quality_torch.values()),
+                                   "int8_cosine_median": min(q["median"] for q in quality_torch.values()),
+                                   "by_set": quality_torch}},
         "results": results,
         "machine": machine_info(threads) | {"load_average_1m_at_start": load_start[0]},
     }
@@ -225,6 +241,7 @@ def cpu_flags() -> list[str]:
 
 
 def machine_info(threads: int) -> dict[str, object]:
+    import ctranslate2
     import sentence_transformers
     import transformers
 
@@ -234,6 +251,7 @@ def machine_info(threads: int) -> dict[str, object]:
         "cpu_flags": cpu_flags(),
         "load_average_1m_at_end": os.getloadavg()[0], "torch": torch.__version__,
         "transformers": transformers.__version__, "sentence_transformers": sentence_transformers.__version__,
+        "ctranslate2": ctranslate2.__version__,
         "python": platform.python_version(),
     }
 

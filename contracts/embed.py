@@ -179,6 +179,7 @@ class EmbedJobResult(BaseModel):
     max_length: int = Field(description="L_max used (specials included).")
     device: str = Field(default="cpu", description="Where the computed shards ran.")
     precision: str = Field(default="fp32", description="Dtype the computed shards ran in.")
+    engine: str = Field(default="torch", description="What ran them: 'torch', or 'ctranslate2' (int8 on CPU).")
     prompt: str | None = Field(default=None, description="The prompt text before every chunk ('passage: ').")
     model_provenance: dict | None = Field(default=None, description="Where a shipped model comes from (ModelInfo).")
     n_documents: int = Field(description="Documents in the snapshot (= rows over all shards).")

@@ -66,14 +66,17 @@ def padded_length(seq_lengths: np.ndarray) -> np.ndarray:
     return -(-n // step) * step
 
 
-def pack_batches(seq_lengths: np.ndarray, *, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
+def pack_batches(seq_lengths: np.ndarray, *, batch_tokens: int, max_batch_size: int,
+                 max_attention: int | None = None) -> list[np.ndarray]:
     """Group sequence indices into batches of equal padded length, at most `batch_tokens` tokens.
 
     `seq_lengths` are the widths the sequences are padded to (`padded_length`): a batch holds
     sequences of one width only, so a sequence's padding never depends on its neighbours.
     Sequences are sorted by width, widest first (a stable sort, so the batches are a
     deterministic function of the widths), and each batch takes as many of one width as fit
-    in the budget. A sequence wider than the budget goes alone. Returns int64 index arrays.
+    in the budget. A sequence wider than the budget goes alone. `max_attention` also bounds
+    rows x width² (the attention scores of a batch, per head), for an engine whose long batches
+    run slower than short ones (CTranslate2). Returns int64 index arrays.
     """
     lengths = np.asarray(seq_lengths, dtype=np.int64)
     order = np.argsort(-lengths, kind="stable")
@@ -84,6 +87,8 @@ def pack_batches(seq_lengths: np.ndarray, *, batch_tokens: int, max_batch_size: 
         width = int(sorted_lengths[i])
         group_end = i + int(np.searchsorted(-sorted_lengths[i:], -width, side="right"))
         size = max(1, min(max_batch_size, batch_tokens // max(width, 1)))
+        if max_attention is not None:
+            size = max(1, min(size, max_attention // max(width * width, 1)))
         for j in range(i, group_end, size):
             batches.append(order[j : min(j + size, group_end)])
         i = group_end

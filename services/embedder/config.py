@@ -20,8 +20,14 @@ class EmbedderSettings(ServiceSettings):
     precision: Precision = Field(
         default="auto",
         description="'auto': bf16 on GPUs that have it (else fp16); on CPU bf16 where the CPU has native "
-        "bf16 (AVX512-BF16 or AMX), else int8 (the Linear layers in int8, services/embedder/int8.py; "
-        "cosine with fp32 >= 0.99 at the 5th percentile, see bench/embed.py). 'int8' is CPU only.",
+        "bf16 (AVX512-BF16 or AMX), else int8 (int8 products on `int8_engine`, kept where the model's int8 vectors keep "
+        "cosine with fp32 >= 0.99 at the 5th percentile on short clauses, see bench/embed.py). 'int8' is CPU only.",
+    )
+    int8_engine: Literal["ctranslate2", "torch"] = Field(
+        default="ctranslate2",
+        description="What runs int8 on CPU: 'ctranslate2' (the encoder converted once into the model cache; "
+        "1.37x torch's int8 on an AVX2-only CPU, bench/results/embed.json), or 'torch' (int8 Linear layers, "
+        "services/embedder/int8.py; also what runs a model CTranslate2 cannot convert).",
     )
     threads: int | None = Field(
         default=None, ge=1, description="torch intra-op threads on CPU; None: the CPUs this process may use."

@@ -158,7 +158,8 @@ def forward_chunks(
     embedded alone (a query) gets bit for bit the vector it got inside an embedding run."""
     seq_lengths = plan.lengths + lm.n_special  # [C]
     widths = np.minimum(padded_length(seq_lengths), lm.max_length)  # [C]: never past the model's window
-    batches = pack_batches(widths, batch_tokens=batch_tokens, max_batch_size=max_batch_size)
+    batches = pack_batches(widths, batch_tokens=batch_tokens, max_batch_size=max_batch_size,
+                           max_attention=getattr(lm.model, "max_attention", None))
     out = torch.empty(len(seq_lengths), lm.dim, dtype=torch.float32, device=lm.device)  # [C, d]
     total, done = int(seq_lengths.sum()), 0
     cuda = lm.device.type == "cuda"

@@ -1,4 +1,8 @@
-"""The int8 CPU path: every Linear layer of the encoder as an int8 matrix product (fbgemm/oneDNN).
+"""torch's int8 CPU path: every Linear layer of the encoder as an int8 matrix product (fbgemm/oneDNN).
+
+The int8 engine by default is CTranslate2 (`services/embedder/ct2.py`), faster on a CPU without VNNI;
+this path runs a model CTranslate2 does not convert, or every model with
+`PRISMA_EMBEDDER_INT8_ENGINE=torch`.
 
 Weights: int8, one scale per output row (symmetric, `max|w| / 127`). Activations: quantised as
 they come ("dynamic"), but *per token*, not per tensor as `torch.ao`'s `quantize_dynamic` does:
@@ -132,25 +136,34 @@ def restore(swapped: Swapped) -> None:
         del layer.feed_forward_chunk  # the class's method again
 
 
-def mean_pooled(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def mean_pooled(model: Callable[..., object], batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """float32 [B, d]: unit mean-pooled last hidden states of a tokenized, padded batch."""
     with torch.inference_mode():
-        hidden = model(**batch).last_hidden_state.float()  # [B, L, d]
+        hidden = model(**batch).last_hidden_state.float()  # type: ignore[attr-defined]  # [B, L, d]
     mask = batch["attention_mask"].unsqueeze(-1).float()  # [B, L, 1]
     return nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=1)
+
+
+def probe_vectors(model: Callable[..., object], tokenizer: object) -> torch.Tensor:
+    """float32 [len(PROBE_TEXTS), d]: `model`'s unit vectors of the probe clauses."""
+    batch = tokenizer(list(PROBE_TEXTS), padding=True, return_tensors="pt",  # type: ignore[operator]
+                      return_token_type_ids=False)
+    return mean_pooled(model, batch)
+
+
+def stays_close(reference: torch.Tensor, candidate: torch.Tensor, min_cosine: float = MIN_COSINE) -> bool:
+    """Whether the candidate's probe vectors keep cosine >= `min_cosine` with fp32's at the 5th percentile."""
+    return float(torch.quantile((candidate * reference).sum(1), 0.05)) >= min_cosine
 
 
 def quantize_if_close(model: nn.Module, tokenizer: object, *, min_cosine: float = MIN_COSINE) -> bool:
     """Quantise `model` in place if, on PROBE_TEXTS, its int8 vectors keep cosine >= `min_cosine`
     with its fp32 ones at the 5th percentile; otherwise leave it fp32. Returns whether it did.
-    What 'auto' does on a CPU without bf16: e5-small keeps 0.996 (int8), MiniLM drops to 0.987 on
-    short clauses (fp32) (bench/results/embed.json)."""
-    batch = tokenizer(list(PROBE_TEXTS), padding=True, return_tensors="pt",  # type: ignore[operator]
-                      return_token_type_ids=False)
-    reference = mean_pooled(model, batch)
+    What 'auto' does on a CPU without bf16 where CTranslate2 cannot take the model (ct2.py):
+    e5-small keeps 0.996 (int8), MiniLM drops to 0.987 on short clauses (fp32) (bench/results/embed.json)."""
+    reference = probe_vectors(model, tokenizer)
     swapped = quantize_linears(model)
-    cosine = (mean_pooled(model, batch) * reference).sum(1)  # [B]
-    if float(torch.quantile(cosine, 0.05)) >= min_cosine:
+    if stays_close(reference, probe_vectors(model, tokenizer), min_cosine):
         return True
     restore(swapped)
     return False

@@ -78,8 +78,7 @@ def run_embedding(
     """
     spec = payload.spec
     configure_threads(settings.threads)
-    models = models or ModelCache(device=settings.device, precision=settings.precision,
-                                  default_model=settings.default_model, max_models=settings.cached_models)
+    models = models or ModelCache.from_settings(settings)
     lm = models.get(spec.model, max_length=spec.max_length, prompt_name=spec.prompt_name, precision=spec.precision)
     n_docs = snapshot_rows(store, payload.snapshot_uri)
     if n_docs == 0:
@@ -176,6 +175,8 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
         manifest |= {"segments": True, "segment_unit": payload.spec.segment_unit}
     if payload.spec.precision is not None:  # a run's own precision: its resumed shards must share it
         manifest |= {"precision": lm.precision}
+        if lm.int8:  # CTranslate2's int8 and torch's give slightly different vectors
+            manifest |= {"int8_engine": lm.engine}
     if lm.prompt_text:  # likewise for models without prompts
         manifest |= {"prompt": lm.prompt_text}
     if lm.provenance:  # a resumed run must use the very same file (its SHA-256)
@@ -200,7 +201,7 @@ def build_result(
         histogram.update(shard.n_chunks.tolist())
     return EmbedJobResult(
         model=payload.spec.model, model_path=lm.path, dim=lm.dim, max_length=lm.max_length,
-        device=str(lm.device), precision=lm.precision, n_documents=n_docs,
+        device=str(lm.device), precision=lm.precision, engine=lm.engine, n_documents=n_docs,
         prompt=lm.prompt_text, model_provenance=lm.provenance,
         n_chunks=int(sum(int(s.n_chunks.sum()) for s in stats)), n_tokens=sum(s.n_tokens for s in stats),
         shards=[s.embeddings for s in stats], chunks=[s.chunks for s in stats],

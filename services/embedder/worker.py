@@ -33,8 +33,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     """Load the default model once; later models join the same cache, keyed by (path, device)."""
     settings = get_settings()
     configure_threads(settings.threads)
-    models = ModelCache(device=settings.device, precision=settings.precision,
-                        default_model=settings.default_model, max_models=settings.cached_models)
+    models = ModelCache.from_settings(settings)
     await asyncio.to_thread(models.get, None)
     ctx.update(settings=settings, models=models, store=ArtifactStore(settings.artifact_root))
 

@@ -44,7 +44,7 @@ def settings() -> EmbedderSettings:
 
 @pytest.fixture(scope="session")
 def models(settings: EmbedderSettings) -> ModelCache:
-    return ModelCache(device=settings.device, precision=settings.precision, default_model=settings.default_model)
+    return ModelCache.from_settings(settings)
 
 
 @pytest.fixture(scope="session")

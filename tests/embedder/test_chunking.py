@@ -79,3 +79,13 @@ def test_pack_batches_never_mixes_widths() -> None:
         assert len(set(widths[b].tolist())) == 1
         assert len(b) * widths[b[0]] <= 2048
     assert sum(len(b) * widths[b[0]] for b in batches) == widths.sum(), "no padding beyond each width"
+
+
+def test_pack_batches_bounds_the_attention_of_a_batch_when_asked() -> None:
+    widths = np.array([512] * 3 + [128] * 40 + [16] * 600)
+    batches = pack_batches(widths, batch_tokens=8192, max_batch_size=1024, max_attention=512 * 512)
+    by_width = {w: sorted({len(b) for b in batches if widths[b[0]] == w}) for w in (512, 128, 16)}
+    assert by_width == {512: [1], 128: [8, 16], 16: [88, 512]}, by_width  # 16 rows of 128; 8,192 tokens of 16
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(widths)))
+    unbounded = pack_batches(widths, batch_tokens=8192, max_batch_size=1024)
+    assert {len(b) for b in unbounded if widths[b[0]] == 512} == {3}

@@ -43,12 +43,15 @@ def test_int8_linear_against_fp32_and_row_by_row(n_in: int, n_out: int, rows: in
 
 
 @pytest.fixture(scope="module")
-def int8_lm(models: ModelCache) -> LoadedModel:
-    return models.get(None, precision="int8")
+def int8_lm() -> LoadedModel:
+    """torch's int8 layers (the engine of a model CTranslate2 cannot take; test_ct2.py tests CTranslate2)."""
+    return ModelCache(device="cpu", precision="fp32", default_model=MACHINERY_ENCODER, int8_engine="torch").get(
+        None, precision="int8")
 
 
 def test_int8_vectors_close_to_fp32_and_independent_of_the_batch(lm: LoadedModel, int8_lm: LoadedModel) -> None:
     assert int8_lm.precision == "int8" and lm.precision == "fp32" and int8_lm.dtype == torch.float32
+    assert int8_lm.engine == "torch"
     fp32, int8 = embed_texts(lm, TEXTS).vectors, embed_texts(int8_lm, TEXTS).vectors
     cosine = (fp32 * int8).sum(1)  # both unit norm
     assert cosine.min() >= 0.98, cosine  # MiniLM asked for int8 explicitly; e5-small keeps >= 0.995
@@ -113,12 +116,20 @@ def test_the_bf16_check_can_be_told_another_cpus_answer(monkeypatch: pytest.Monk
 
 def test_auto_keeps_int8_only_for_a_model_that_stays_close(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models_module, "cpu_has_native_bf16", lambda: False)
-    cache = ModelCache(device="cpu", precision="auto", default_model=MACHINERY_ENCODER)
+    cache = ModelCache(device="cpu", precision="auto", default_model=MACHINERY_ENCODER, int8_engine="torch")
     lm = cache.get(None)  # MiniLM's int8 clauses fall to cosine 0.989 at the 5th percentile: it stays fp32
     assert lm.precision == "fp32" and not any(isinstance(m, RowScaledInt8Linear) for m in lm.model.modules())
     assert cache.get(None, precision="int8").precision == "int8"  # asked for by name: int8 all the same
     assert quantize_if_close(lm.model, lm.tokenizer, min_cosine=0.98)
     assert any(isinstance(m, RowScaledInt8Linear) for m in lm.model.modules())
+
+
+def test_auto_keeps_minilm_int8_on_ctranslate2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CTranslate2's int8 keeps MiniLM's short clauses at cosine 0.994 (5th percentile), where torch's fell
+    to 0.987: 'auto' keeps it int8 on that engine."""
+    monkeypatch.setattr(models_module, "cpu_has_native_bf16", lambda: False)
+    lm = ModelCache(device="cpu", precision="auto", default_model=MACHINERY_ENCODER, threads=1).get(None)
+    assert (lm.precision, lm.engine) == ("int8", "ctranslate2")
 
 
 def test_a_run_records_its_precision(store: ArtifactStore, snapshot, settings: EmbedderSettings,
@@ -127,8 +138,9 @@ def test_a_run_records_its_precision(store: ArtifactStore, snapshot, settings: E
     payload = EmbedJobPayload(run_id=5, snapshot_uri=snapshot(TEXTS).uri, artifact_prefix="embedding-runs/5",
                               spec=spec)
     result = run_embedding(payload, store, settings=settings, models=models)
-    assert result.precision == "int8"
-    assert json.loads(store.read_bytes("embedding-runs/5/spec.json"))["precision"] == "int8"
+    assert result.precision == "int8" and result.engine == "ctranslate2"  # MiniLM is BERT: CTranslate2 takes it
+    manifest = json.loads(store.read_bytes("embedding-runs/5/spec.json"))
+    assert manifest["precision"] == "int8" and manifest["int8_engine"] == "ctranslate2"
     fp32 = payload.model_copy(update={"spec": spec.model_copy(update={"precision": "fp32"})})
     with pytest.raises(RunSpecMismatchError):  # shards of another precision are not resumed
         run_embedding(fp32, store, settings=settings, models=models)

