@@ -124,5 +124,3 @@ def load_ct2(model_dir: Path, config: object, cache_root: Path, *, threads: int)
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise Unconvertible(f"CTranslate2 has no encoder converter for model type {model_type!r}")
     return Ct2Encoder(converted_dir(model_dir, cache_root), config, threads=threads)
-
-

@@ -9,9 +9,9 @@ Normalize modules (`st_modules.StHead`), applied to every chunk as sentence-tran
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -30,19 +30,19 @@ from contracts.model_allowlist import (
     ModelNotAllowed,
     allowed_models,
 )
-from services.embedder.errors import EmbedderInputError, ModelFileError, UnknownModelError
 from services.embedder import ct2
+from services.embedder.errors import EmbedderInputError, ModelFileError, UnknownModelError
 from services.embedder.int8 import PRECISION as INT8
 from services.embedder.int8 import probe_vectors, quantize_if_close, quantize_linears, stays_close
 from services.embedder.st_modules import StHead, lowercase_first, read_st_head
+
+if TYPE_CHECKING:
+    from services.embedder.config import EmbedderSettings
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # The tokenizer's "no limit" sentinel is 1e30; anything this large is not a real limit.
 _NO_LIMIT = 1_000_000
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-if TYPE_CHECKING:
-    from services.embedder.config import EmbedderSettings
-
 log = logging.getLogger(__name__)
 
 # RoBERTa-style position ids start after the padding index, so two positions are unusable.
