@@ -91,7 +91,6 @@ class Ct2Encoder:
     """Called as a transformers encoder is (`model(input_ids=, attention_mask=).last_hidden_state`,
     [B, L, d] float32); positions past each row's length are zero. `config` is the source model's."""
 
-    engine = ENGINE
     #: rows x width² of a batch at most (`chunking.pack_batches`): one 512-token note a batch, 16 of 128.
     #: CTranslate2 ran 200 demo notes in 20-21 s so, 24-25 s in 8,192-token batches (AVX2-only EPYC,
     #: 2 threads); the short clauses' batches keep the token budget (12-13 s either way).
