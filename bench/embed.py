@@ -240,8 +240,17 @@ def cpu_flags() -> list[str]:
     return [f for f in wanted if f in flags]
 
 
+def _version_of(package: str) -> str | None:
+    """An installed package's version, None where it is absent (a lent GPU machine has no ctranslate2)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
 def machine_info(threads: int) -> dict[str, object]:
-    import ctranslate2
     import sentence_transformers
     import transformers
 
@@ -251,7 +260,7 @@ def machine_info(threads: int) -> dict[str, object]:
         "cpu_flags": cpu_flags(),
         "load_average_1m_at_end": os.getloadavg()[0], "torch": torch.__version__,
         "transformers": transformers.__version__, "sentence_transformers": sentence_transformers.__version__,
-        "ctranslate2": ctranslate2.__version__,
+        "ctranslate2": _version_of("ctranslate2"),
         "python": platform.python_version(),
     }
 
