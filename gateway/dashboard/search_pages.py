@@ -30,6 +30,9 @@ from gateway.services import ServiceError, ServiceUnavailable
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
 PER_PAGE = 20
 SUGGESTIONS = 12
+SUGGESTION_POOL = 400
+"""Matches ranked (label_rank.py) before the completion keeps SUGGESTIONS: cut by score alone first, a run
+whose keyword evidence mentions the typed word more often than its names do offered no name holding it."""
 EXAMPLES = ['label:"bronchiolitis" AND NOT label:"suspected"', "F12 > 0.3 AND NOT F40", "0.7*F12 + 0.3*F40 >= 0.5"]
 MAX_SUGGEST_CHARS = 2_000  # completion is for typing; a longer box is answered 422 (q)
 MAX_SUGGEST_WORDS = 200  # label words looked up, as the features list's own filter
@@ -173,10 +176,10 @@ def _by_label(session: SessionDep, run_id: int, prefix: str, words: str, codes: 
     """One option per shown label, ranked by how well the name holds (gateway/search/label_rank.py), each saying
     how many notes label:"…" would select; features that share a label share its option (label:"…" reads them
     all), each unreliable one marked."""
-    rows, _ = feature_repo.list_features(session, sae_run_id=run_id, sort="score", limit=SUGGESTIONS, offset=0,
+    rows, _ = feature_repo.list_features(session, sae_run_id=run_id, sort="score", limit=SUGGESTION_POOL, offset=0,
                                          text=words)
     ranked = rank_labels([LabelEntry(f.index, best.label, best.description, best.score, best.reliable, best.threshold,
-                                     f.density) for f, best in rows if best is not None], codes, words)
+                                     f.density) for f, best in rows if best is not None], codes, words)[:SUGGESTIONS]
     by_label: dict[str, tuple[str, list[int], list[int], list[int]]] = {}
     for entry, notes in ranked:
         _, indices, unreliable, counts = by_label.setdefault(entry.label.strip().casefold(), (entry.label, [], [], []))

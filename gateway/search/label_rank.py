@@ -3,8 +3,10 @@
 Pure (no database): the label search of the API and the search box's completion rank the rows the database
 finds with `rank_labels`, and bench/status.py ranks a run's names with the same function, matching them
 with `label_matches` (the full-text index's rule: every word of the query begins a word of the label or the
-description; a word between double quotes must be a whole word of it). Order: names holding every word of the
-query as a whole word first (`no` finds "no rash" before "normal"), then reliable names, then the held-out
+description; a word between double quotes must be a whole word of it). Order: names that hold the query
+themselves before those found through their description (the keyword evidence: typing "bron" must offer the
+"bronchiolite …" names before "torace libero", whose evidence mentions bronchiolitis), then names holding every
+word of the query as a whole word (`no` finds "no rash" before "normal"), then reliable names, then the held-out
 score (best first), then the fewer notes a name selects (the more specific), then index. Each entry says how
 many notes `label:"…"` would select: those where the feature reaches its name's threshold (any activation
 where it has none).
@@ -81,12 +83,15 @@ def rank_labels(entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = Non
     the entries holding its words as whole words come first."""
     terms = query_terms(query) if query is not None else []  # parsed once, not once an entry
 
+    def elsewhere(entry: LabelEntry) -> bool:  # the name itself does not hold the query: its evidence does
+        return bool(terms) and not _matches(terms, set(_words(entry.label)))
+
     def partial(entry: LabelEntry) -> bool:  # some word of the query only begins a word of the entry
         words = _entry_words(entry) if terms else set()
         return bool(terms) and not all(t in words for t, _ in terms)
 
     counted = [(e, notes_selected(codes, e) if codes is not None else None) for e in entries]
-    return sorted(counted, key=lambda c: (partial(c[0]), not c[0].reliable, -(c[0].score or 0.0),
+    return sorted(counted, key=lambda c: (elsewhere(c[0]), partial(c[0]), not c[0].reliable, -(c[0].score or 0.0),
                                           c[1] if c[1] is not None else c[0].density, c[0].index))
 
 

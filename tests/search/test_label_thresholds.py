@@ -64,3 +64,15 @@ def test_quoted_words_match_whole_words_and_whole_words_rank_first() -> None:
     assert [e.index for e, _ in search_names('"nor"', entries)] == [] and len(search_names("nor", entries)) == 2
     assert label_matches('"rash" no', entries[1]) and not label_matches('"ras"', entries[1])
     assert [e.index for e, _ in rank_labels(entries)] == [0, 2, 1, 3]  # no query: reliability and score alone
+
+
+def test_names_that_hold_the_query_rank_before_names_found_through_their_evidence() -> None:
+    """A name whose keyword evidence (description) holds the query, however well it scores, comes after the names
+    that hold it themselves: typing "bron" offers "bronchiolite …" before "torace libero"."""
+    entries = [LabelEntry(0, "torace libero", "bronchiolite, torace, libero", 0.99, True, None),
+               LabelEntry(1, "sospetta bronchiolite", None, 0.6, True, None),
+               LabelEntry(2, "bronchiolite acuta", None, 0.7, False, None),
+               LabelEntry(3, "bronchiolite", "bronchiolite, sibili", 0.5, True, None)]
+    assert [e.index for e, _ in search_names("bron", entries)] == [1, 3, 2, 0]
+    assert [e.index for e, _ in search_names("bronchiolite", entries)] == [1, 3, 2, 0]
+    assert [e.index for e, _ in search_names("libero", entries)] == [0]

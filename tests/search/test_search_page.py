@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gateway.db import session_scope
-from tests.search.conftest import add_interpretation
+from tests.search.conftest import LABELS, add_interpretation
 
 pytestmark = pytest.mark.anyio
 
@@ -114,3 +114,22 @@ async def test_features_that_share_a_name_are_one_label(client, auth, seeded, ap
     assert options.count("<option") == 1, options
     assert re.search(r'<option value="F1 OR label:&#34;(fever|Fever)&#34;">(F3, F9|F9, F3) · (fever|Fever) '
                      r'\(F3 unreliable\) · selects \d+ notes\+</option>', options), options  # the seed's F3 is unreliable
+
+
+async def test_completion_offers_the_names_that_hold_the_word_first(client, auth, seeded, app, monkeypatch) -> None:  # noqa: ANN001
+    """A word found in many features' keyword evidence (each seeded description says "notes that mention …") and
+    in one name: the name comes first, even where the evidence matches outnumber the options shown and score
+    as high (they used to fill the list before it, the database cutting by score before the ranking)."""
+    import importlib
+
+    search_pages = importlib.import_module("gateway.dashboard.search_pages")  # the package exports its router
+    with session_scope(app.state.factory) as session:
+        add_interpretation(session, run_id=seeded.run_id, index=6, label="mentioned wheeze", description="wheeze")
+    monkeypatch.setattr(search_pages, "SUGGESTIONS", 2)
+    options = (await client.get(f"/sae-runs/{seeded.run_id}/search/suggest", params={"q": "F1 AND menti"},
+                                headers=auth)).text
+    values = re.findall(r'<option value="([^"]*)"', options)
+    assert len(values) == 2, options
+    assert values[0] == "F1 AND label:&#34;mentioned wheeze&#34;", values
+    evidence = {f"F1 AND label:&#34;{label}&#34;" for index, label in LABELS.items() if index != 3}  # F3 unreliable
+    assert values[1] in evidence, values  # then a name found through its evidence ("notes that mention …")
