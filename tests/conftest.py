@@ -56,9 +56,19 @@ def _may_use_demo(config: pytest.Config) -> bool:
     return False
 
 
+ONE_THREAD_EACH = {"OMP_NUM_THREADS": "1", "PRISMA_EMBEDDER_THREADS": "1", "PRISMA_SAE_THREADS": "1"}
+"""Under pytest-xdist every process the suite starts (its workers, their servers, the shared demo) computes on
+one thread: two workers and the demo already keep the cores busy, and each on every core spun OpenMP threads
+against the others (on 2 cores, capped to AVX2: 466 s, 438 s with one thread each)."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist the controller starts the shared demo, once for every worker: the worker that
-    runs tests/browser inherits its directory and port through the environment (tests/browser/demo.py)."""
+    runs tests/browser inherits its directory and port through the environment (tests/browser/demo.py).
+    The workers, started after this, inherit ONE_THREAD_EACH too."""
+    if _xdist_controller(config) and (config.option.numprocesses or 0) != 1:
+        for name, value in ONE_THREAD_EACH.items():
+            os.environ.setdefault(name, value)
     if _xdist_controller(config) and not config.option.collectonly and _may_use_demo(config):
         from tests.browser.demo import Background
 
