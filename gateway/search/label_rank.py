@@ -80,7 +80,7 @@ def notes_selected(codes: sp.csc_matrix, entry: LabelEntry) -> int:
 def rank_labels(entries: Iterable[LabelEntry], codes: sp.csc_matrix | None = None,
                 query: str | None = None) -> list[tuple[LabelEntry, int | None]]:
     """(entry, notes it selects) in ranking order; notes None without codes. With the `query` that found them,
-    the entries holding its words as whole words come first."""
+    the entries whose names hold its words come first, then those holding them as whole words."""
     terms = query_terms(query) if query is not None else []  # parsed once, not once an entry
 
     def elsewhere(entry: LabelEntry) -> bool:  # the name itself does not hold the query: its evidence does
