@@ -87,7 +87,17 @@ def name_on_segments(ds: Any, seg: Any, segment_codes: Any) -> tuple[Names, dict
                    "shared_name_fraction_before": round(before, 4),
                    "shared_name_fraction": round(shared_fraction(labels, reliable), 4),
                    "renamed": sum(a is not None for a in changes.values()),
-                   "skipped": len(skipped), "skip_reasons": sorted({s.split(":")[0] for s in skipped if s})[:10]}
+                   "skipped": len(skipped), "skip_reasons": skip_reasons(skipped)}
+
+
+def skip_reasons(skipped: list[str | None]) -> dict[str, int]:
+    """How many features each reason left unnamed, its numbers written N ("feature N fires on N documents (< N)",
+    "no name: keywords: no phrase separates …"), most frequent first."""
+    counts: dict[str, int] = {}
+    for reason in skipped:
+        key = re.sub(r"\d+", "N", reason or "no reason")[:160]
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:10])
 
 
 def _holds_cue(label: str, cues: tuple[str, ...]) -> bool:
