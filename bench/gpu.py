@@ -251,6 +251,12 @@ def profile_steps(runs: dict[str, object], steps: int, path: Path) -> dict[str, 
     return per_step
 
 
+def save(report: dict, out: Path) -> None:
+    """The report as measured so far: written after each stage, so a failure late in a call keeps the rest."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=float) + "\n")
+
+
 def sae_only(args: argparse.Namespace, report: dict, device: torch.device, abstracts: list[str],
              started: float) -> None:
     from bench.sae import SparsifyRun
@@ -262,7 +268,7 @@ def sae_only(args: argparse.Namespace, report: dict, device: torch.device, abstr
     report["sae"] = {f"batch_{b}": bench_sae(vectors, steps, b, device)
                      for b, steps in ((256, args.sae_steps), (4096, max(args.sae_steps // 4, 1)))}
     print(json.dumps(report["sae"], indent=1, default=float), flush=True)
-    save()
+    save(report, args.out)
     x = torch.from_numpy(vectors["train"]).to(device)
     cfg = SaeConfig(expansion_factor=8, k=32, batch_size=256, max_steps=200, seed=0, device=device.type)
     prisma = SaeTrainer(x, cfg, device)
@@ -273,8 +279,7 @@ def sae_only(args: argparse.Namespace, report: dict, device: torch.device, abstr
     report["machine"] = machine_info(torch.get_num_threads()) | {
         "gpu": gpu_name(device), "cuda": torch.version.cuda, "gpu_count": torch.cuda.device_count()}
     report["seconds_total"] = time.perf_counter() - started
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=float) + "\n")
+    save(report, args.out)
     print(json.dumps({b: {k: v[k] for k in ("speed_ratio", "fvu_relative_difference")} for b, v in report["sae"].items()}
                      | {"profile_ms_per_step": report["profile_ms_per_step_batch_256"]}, indent=1))
 
@@ -310,24 +315,20 @@ def main() -> None:
     report["model_provenance"] = probe.provenance
     del probe
 
-    def save() -> None:  # after each stage, so a failure late in the call keeps what was measured
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2, default=float) + "\n")
-
     report["embedding"], models = bench_embedding(sets, args.repeats, device)
-    save()
+    save(report, args.out)
     print(json.dumps(report["embedding"]["ratios"], indent=1), flush=True)
     quality_sets = {"documents": sets["documents"][:200], "segments": sets["segments"][:1000],
                     "abstracts": abstracts[:200], "negex": negex[:1000]}
     report["quality_auto_vs_cpu_fp32"] = bench_quality(models["prisma_auto"], quality_sets)
     report["scale"] = bench_scale(models["prisma_auto"], notes)
     print(json.dumps(report["scale"], indent=1), flush=True)
-    save()
+    save(report, args.out)
     vectors = sae_vectors(models["prisma_auto"], abstracts)
     report["sae"] = {f"batch_{b}": bench_sae(vectors, steps, b, device)
                      for b, steps in ((256, args.sae_steps), (4096, max(args.sae_steps // 4, 1)))}
     print(json.dumps(report["sae"], indent=1, default=float), flush=True)
-    save()
+    save(report, args.out)
     default = SaeConfig()
     scale = report["scale"]
     rows = FIRST_USER_NOTES * (1 + scale["distinct_segments"] / scale["notes"])  # type: ignore[operator]
@@ -340,7 +341,7 @@ def main() -> None:
     report["machine"] = machine_info(torch.get_num_threads()) | {
         "gpu": gpu_name(device), "cuda": torch.version.cuda, "gpu_count": torch.cuda.device_count()}
     report["seconds_total"] = time.perf_counter() - started
-    save()
+    save(report, args.out)
     print(json.dumps({k: report[k] for k in ("first_user_estimate", "seconds_total")}, indent=1, default=float))
 
 
