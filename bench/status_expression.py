@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -93,10 +94,7 @@ def name_on_segments(ds: Any, seg: Any, segment_codes: Any) -> tuple[Names, dict
 def skip_reasons(skipped: list[str | None]) -> dict[str, int]:
     """How many features each reason left unnamed, its numbers written N ("feature N fires on N documents (< N)",
     "no name: keywords: no phrase separates …"), most frequent first."""
-    counts: dict[str, int] = {}
-    for reason in skipped:
-        key = re.sub(r"\d+", "N", reason or "no reason")[:160]
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter(re.sub(r"\d+", "N", reason or "no reason")[:160] for reason in skipped)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:10])
 
 
