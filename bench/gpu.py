@@ -272,7 +272,10 @@ def sae_only(args: argparse.Namespace, report: dict, device: torch.device, abstr
     x = torch.from_numpy(vectors["train"]).to(device)
     cfg = SaeConfig(expansion_factor=8, k=32, batch_size=256, max_steps=200, seed=0, device=device.type)
     prisma = SaeTrainer(x, cfg, device)
-    runs = {"prisma": prisma, "sparsify": SparsifyRun(x, cfg, prisma.batch_rows)}
+    sparse_products = SaeTrainer(x, cfg, device)  # the same trainer with embedding_bag's products (the CPU's)
+    sparse_products.sae.dense = False
+    runs = {"prisma": prisma, "prisma_sparse_products": sparse_products,
+            "sparsify": SparsifyRun(x, cfg, prisma.batch_rows)}
     for run in runs.values():
         run.train_step()
     report["profile_ms_per_step_batch_256"] = profile_steps(runs, 50, args.out.with_suffix(".profile.txt"))

@@ -60,3 +60,27 @@ def test_sae_trainer_on_cuda_under_autocast_learns_as_in_fp32(dtype: torch.dtype
     assert end[True] < curves[True][0] and abs(end[True] - end[False]) < 0.02, end
     metrics = holdout_metrics(trainer.sae, x[:512], dead_fraction=0.0)
     assert 0 <= metrics.fvu < 1
+
+
+def test_sae_dense_products_on_cuda_match_the_sparse_ones() -> None:
+    """On CUDA the SAE's sparse products run as dense matmuls by default (services/sae/model.py,
+    `dense_products`); outputs and gradients equal embedding_bag's, AuxK latents included."""
+    from services.sae.model import TopKSae
+
+    dense = TopKSae(64, 512, 8, seed=0, device="cuda")
+    sparse = TopKSae(64, 512, 8, seed=0, device="cuda")
+    sparse.load_state_dict(dense.state_dict())
+    sparse.dense = False
+    assert dense._dense(256) and not sparse._dense(256)
+    x = torch.randn(256, 64, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    dead = torch.zeros(512, dtype=torch.bool, device="cuda")
+    dead[::3] = True
+    outs = [sae(x, dead_mask=dead, k_aux=16) for sae in (dense, sparse)]
+    for out in outs:
+        (out.fvu + 0.5 * out.auxk_loss).backward()
+    close = {"rtol": 1e-4, "atol": 1e-5}  # the same sums in another order
+    assert outs[0].auxk_loss > 0
+    torch.testing.assert_close(outs[0].sae_out, outs[1].sae_out, **close)
+    torch.testing.assert_close(outs[0].auxk_loss, outs[1].auxk_loss, **close)
+    for (name, p), (_, q) in zip(dense.named_parameters(), sparse.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name, **close)

@@ -7,7 +7,10 @@ interchangeable. Row j of `W_dec` is decoder column j of the paper's W_d [d, n].
 Unlike sparsify, the AuxK top-k is taken inside the fused encoder, so the AuxK loss also
 trains the dead latents' encoder rows (sparsify drops that gradient), and selected latents
 whose pre-activation is ≤ 0 get no gradient (ReLU). Dense [B, n] work is one matmul and
-two top-k; every backward product is sparse.
+two top-k; on the CPU every backward product is sparse. On CUDA, where a step of a small SAE is
+bound by kernel launches rather than arithmetic, the sparse products (decode, the encoder's
+backward) run as dense matmuls over the [B, n] matrix of the k activations scattered in place
+(`dense_products`): a handful of launches instead of embedding_bag's sort and bag kernels.
 """
 
 from __future__ import annotations
@@ -47,6 +50,30 @@ class ForwardOutput(NamedTuple):
     """Scalar: scaled Σ‖e - ê_dead‖² / Σ‖x - mean(x)‖², 0 when no latent is dead."""
 
 
+DENSE_MAX_ELEMENTS = 1 << 27
+"""Largest [B, n] scattered activation matrix (elements; 512 MiB in fp32) the dense CUDA products build."""
+
+
+def dense_products(batch: int, num_latents: int, device: torch.device) -> bool:
+    """Whether the sparse products run as dense matmuls: on CUDA while [B, n] stays within DENSE_MAX_ELEMENTS."""
+    return device.type == "cuda" and batch * num_latents <= DENSE_MAX_ELEMENTS
+
+
+def scattered(indices: Tensor, values: Tensor, num_latents: int) -> Tensor:
+    """[B, n] matrix with values[b, s] at column indices[b, s] (repeated indices add up), zero elsewhere."""
+    out = values.new_zeros(indices.shape[0], num_latents)
+    return out.scatter_add(1, indices, values)
+
+
+def sparse_rows_sum(indices: Tensor, weights: Tensor, table: Tensor, dense: bool) -> Tensor:
+    """out[b] = Σ_s weights[b, s] · table[indices[b, s]]: [B, s] → [B, d], differentiable in weights and table."""
+    if dense:  # in the table's dtype, as embedding_bag (which autocast leaves alone) computes it: a decode in
+        # bf16 under autocast trained to a worse FVU (tests/test_cuda.py)
+        with torch.autocast(indices.device.type, enabled=False):
+            return scattered(indices, weights.to(table.dtype), table.shape[0]) @ table
+    return F.embedding_bag(indices, table, mode="sum", per_sample_weights=weights)
+
+
 def scatter_rows(indices: Tensor, weights: Tensor, rows: Tensor, num_latents: int) -> Tensor:
     """out[j] = Σ_{b,s: indices[b,s]=j} weights[b,s] · rows[b], without a [B·k, d] temporary.
 
@@ -67,7 +94,7 @@ class _FusedTopKEncoder(torch.autograd.Function):
     """ReLU(x_c W_eᵀ + b_e) → top-k, plus the AuxK top-k over dead latents, sparse backward."""
 
     @staticmethod
-    def forward(ctx, x_c, weight, bias, k: int, dead_idx, k_aux: int):  # type: ignore[override]
+    def forward(ctx, x_c, weight, bias, k: int, dead_idx, k_aux: int, dense: bool):  # type: ignore[override]
         pre = torch.addmm(bias, x_c, weight.t())  # [B, n]; ReLU commutes with top-k
         vals, idx = pre.topk(k, dim=1, sorted=False)  # [B, k]
         if dead_idx is not None and k_aux > 0:
@@ -82,6 +109,7 @@ class _FusedTopKEncoder(torch.autograd.Function):
         all_idx = torch.cat([idx, aux_idx], 1)  # [B, k + k_aux]
         live = torch.cat([vals, aux_vals], 1) > 0  # ReLU's gradient mask
         ctx.save_for_backward(x_c, weight, all_idx, live)
+        ctx.dense = dense
         ctx.mark_non_differentiable(idx, aux_idx)
         return vals.clamp_min_(0), idx, aux_vals.clamp_min_(0), aux_idx
 
@@ -90,13 +118,19 @@ class _FusedTopKEncoder(torch.autograd.Function):
         x_c, weight, all_idx, live = ctx.saved_tensors
         g = torch.cat([g_vals, g_aux], 1) * live  # [B, k + k_aux]
         grad_x = grad_w = grad_b = None
+        if ctx.dense:  # one [B, n] gradient, three dense products
+            dense_g = scattered(all_idx, g, weight.shape[0])
+            grad_x = dense_g @ weight if ctx.needs_input_grad[0] else None
+            grad_w = dense_g.t() @ x_c if ctx.needs_input_grad[1] else None
+            grad_b = dense_g.sum(0) if ctx.needs_input_grad[2] else None
+            return grad_x, grad_w, grad_b, None, None, None, None
         if ctx.needs_input_grad[0]:
             grad_x = F.embedding_bag(all_idx, weight, mode="sum", per_sample_weights=g)  # [B, d]
         if ctx.needs_input_grad[1]:
             grad_w = scatter_rows(all_idx, g, x_c, weight.shape[0])  # [n, d]
         if ctx.needs_input_grad[2]:
             grad_b = torch.zeros_like(weight[:, 0]).index_add_(0, all_idx.reshape(-1), g.reshape(-1))
-        return grad_x, grad_w, grad_b, None, None, None
+        return grad_x, grad_w, grad_b, None, None, None, None
 
 
 class TopKSae(nn.Module):
@@ -108,6 +142,8 @@ class TopKSae(nn.Module):
         if not 1 <= k <= num_latents:
             raise ValueError(f"k must be in [1, {num_latents}], got {k}")
         self.d, self.num_latents, self.k = d, num_latents, k
+        self.dense: bool | None = None
+        """The sparse products as dense matmuls: None decides by `dense_products`; True or False forces it."""
         gen = torch.Generator(device="cpu").manual_seed(seed if seed is not None else 0)
         w_dec = torch.randn(num_latents, d, generator=gen, dtype=dtype)  # random directions
         self.encoder = nn.Linear(d, num_latents, device=device, dtype=dtype)
@@ -123,10 +159,13 @@ class TopKSae(nn.Module):
     def device(self) -> torch.device:
         return self.W_dec.device
 
+    def _dense(self, batch: int) -> bool:
+        return dense_products(batch, self.num_latents, self.device) if self.dense is None else self.dense
+
     def _encode(self, x: Tensor, dead_idx: Tensor | None = None, k_aux: int = 0):
         x_c = x - self.b_dec  # [B, d]
         return _FusedTopKEncoder.apply(x_c, self.encoder.weight, self.encoder.bias, self.k,
-                                       dead_idx, k_aux)
+                                       dead_idx, k_aux, self._dense(x.shape[0]))
 
     def encode(self, x: Tensor) -> EncoderOutput:
         """x: [B, d] → top-k (activations, indices), each [B, k]."""
@@ -134,8 +173,8 @@ class TopKSae(nn.Module):
         return EncoderOutput(vals, idx)
 
     def decode(self, top_acts: Tensor, top_indices: Tensor) -> Tensor:
-        """[B, k] activations and indices → [B, d] reconstruction (sparse: gathers k rows)."""
-        return F.embedding_bag(top_indices, self.W_dec, mode="sum", per_sample_weights=top_acts) + self.b_dec
+        """[B, k] activations and indices → [B, d] reconstruction (the sum of k decoder rows each)."""
+        return sparse_rows_sum(top_indices, top_acts, self.W_dec, self._dense(top_indices.shape[0])) + self.b_dec
 
     def forward(self, x: Tensor, *, dead_mask: Tensor | None = None, k_aux: int | None = None,
                 total_variance: Tensor | None = None) -> ForwardOutput:
@@ -155,7 +194,7 @@ class TopKSae(nn.Module):
         fvu = e.pow(2).sum() / total_variance
         if k_used > 0:
             # the dead latents reconstruct the residual; scaled down when fewer than k_aux are dead
-            e_hat = F.embedding_bag(aux_idx, self.W_dec, mode="sum", per_sample_weights=aux_vals)
+            e_hat = sparse_rows_sum(aux_idx, aux_vals, self.W_dec, self._dense(aux_idx.shape[0]))
             auxk = min(num_dead / k_aux, 1.0) * (e_hat - e.detach()).pow(2).sum() / total_variance
         else:
             auxk = fvu.new_zeros(())

@@ -129,7 +129,9 @@ class SaeTrainer:
         sae.set_decoder_norm_to_unit_norm()
         fired = out.latent_acts > 0  # [B, k]
         self.since_fired += x.shape[0]  # counted in samples, not steps
-        self.since_fired[out.latent_indices[fired]] = 0
+        # fired latents back to 0, without boolean indexing (its nonzero would wait for the GPU every step)
+        flat = out.latent_indices.reshape(-1)
+        self.since_fired.scatter_reduce_(0, flat, torch.where(fired.reshape(-1), 0, self.since_fired[flat]), "amin")
         self.step += 1
         figures = torch.stack([
             loss.detach(), out.fvu.detach(), (self.since_fired >= self.dead_after).float().mean(),

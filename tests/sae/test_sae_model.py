@@ -38,12 +38,16 @@ def _pair(d, n, k, seed=0):
     return a, b
 
 
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse-products", "dense-products"])
 @pytest.mark.parametrize("d,n,k,B,num_dead,k_aux", [
     (3, 7, 1, 5, 0, 1), (5, 13, 3, 2, 4, 2), (8, 24, 5, 9, 24, 4), (6, 30, 6, 4, 2, 3),
 ])
-def test_fused_matches_dense_reference(d, n, k, B, num_dead, k_aux):
+def test_fused_matches_dense_reference(d, n, k, B, num_dead, k_aux, dense):
+    """Both product paths (sparse on the CPU, dense as CUDA runs them, forced here) give the reference's
+    outputs and gradients; (8, 24, 5, 9, 24, 4) has every latent dead, so top-k and AuxK latents overlap."""
     torch.manual_seed(d * n)
     fused, ref = _pair(d, n, k)
+    fused.dense = dense
     x = torch.randn(B, d)
     dead = torch.zeros(n, dtype=torch.bool)
     dead[torch.randperm(n)[:num_dead]] = True
@@ -118,3 +122,11 @@ def test_scatter_rows_matches_dense(B, s, n, d):
     rows = torch.randn(B, d)
     dense = torch.zeros(B, n).index_put_((torch.arange(B)[:, None].expand(B, s), idx), w, accumulate=True)
     torch.testing.assert_close(scatter_rows(idx, w, rows, n), dense.T @ rows)
+
+
+def test_dense_products_only_on_cuda_within_the_bound():
+    from services.sae.model import DENSE_MAX_ELEMENTS, dense_products
+
+    assert not dense_products(256, 3072, torch.device("cpu"))
+    assert dense_products(4096, 3072, torch.device("cuda"))
+    assert not dense_products(DENSE_MAX_ELEMENTS // 1024 + 1, 1024, torch.device("cuda"))
