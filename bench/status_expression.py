@@ -98,37 +98,21 @@ def skip_reasons(skipped: list[str | None]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:10])
 
 
-def _holds_cue(label: str, cues: tuple[str, ...]) -> bool:
-    words = re.findall(r"\w+|\?", label.casefold())
-    return any(w.startswith(c) for w in words for c in cues)
-
-
-def _quoted(label: str) -> str:
-    return 'label:"' + label.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def user_expression(names: Names, topic: tuple[str, ...], cues: tuple[str, ...],
                     codes: Any = None, whole_words: bool = False) -> tuple[str, dict]:
-    """The expression a user writes from the label searches (see the module's docstring)."""
-    from gateway.search.label_rank import search_names
+    """The expression a user writes from the label searches (see the module's docstring): the product's own
+    `expression_from_names`, which the demo's expression concept is written with too."""
+    from gateway.search.label_rank import expression_from_names, search_names
 
     def found(word: str) -> list[tuple[str, int | None]]:
         hits = search_names(f'"{word}"' if whole_words else word, names.entries, codes, SEARCH_LIMIT)
         return [(e.label, n) for e, n in hits if e.reliable]
 
     searched = {w: found(w) for w in (*topic, *cues)}
-    topic_names = list(dict.fromkeys(lab for w in topic for lab, _ in searched[w] if not _holds_cue(lab, cues)))
-    cue_names = list(dict.fromkeys([*(lab for w in cues for lab, _ in searched[w]),
-                                    *(lab for w in topic for lab, _ in searched[w] if _holds_cue(lab, cues))]))
-    cue_part = " OR ".join(map(_quoted, cue_names))
-    if topic_names:
-        inner = " OR ".join(map(_quoted, topic_names)) + (f") AND NOT ({cue_part}" if cue_part else "")
-        inner = f"({inner})"
-    else:
-        inner = f"NOT ({cue_part})" if cue_part else "F0 < 0"
-    return f"SEGMENT({inner})", {"searches": {w: [{"label": lab, "notes": n} for lab, n in hits]
-                                              for w, hits in searched.items()},
-                                 "topic_names": topic_names, "cue_names": cue_names}
+    expression, topic_names, cue_names = expression_from_names(
+        {w: [lab for lab, _ in hits] for w, hits in searched.items()}, topic, cues)
+    return expression, {"searches": {w: [{"label": lab, "notes": n} for lab, n in hits] for w, hits in searched.items()},
+                        "topic_names": topic_names, "cue_names": cue_names}
 
 
 def run_expression(ds: Any, split: Any, seg: Any, pooled: Any, out: dict) -> dict | None:

@@ -100,3 +100,33 @@ def search_names(query: str, entries: Iterable[LabelEntry], codes: sp.csc_matrix
     """The `limit` best entries matching `query`, ranked."""
     terms = query_terms(query)
     return rank_labels((e for e in entries if _matches(terms, _entry_words(e))), codes, query)[:limit]
+
+
+def holds_word(label: str, stems: Iterable[str]) -> bool:
+    """Whether some word of the label (or a "?" in it) begins with one of the stems."""
+    words = re.findall(r"\w+|\?", label.casefold())
+    return any(w.startswith(s) for w in words for s in stems)
+
+
+def quoted_label(label: str) -> str:
+    """label:"…" for this name, its quotes and backslashes escaped as the expression grammar reads them."""
+    return 'label:"' + label.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def expression_from_names(found: dict[str, list[str]], topic: Iterable[str], cues: Iterable[str],
+                          scoped: bool = True) -> tuple[str, list[str], list[str]]:
+    """The expression a user writes from label searches: `found` holds, for each word typed, the reliable names
+    the search returned, best first. The topic's names (a topic name that also holds a cue word counts as a cue),
+    and NOT any cue's name, within one segment where `scoped`: `SEGMENT((label:"t" OR …) AND NOT (label:"c" OR
+    …))`; with no topic word, `NOT (cues)`; with nothing found, an expression that matches nothing. Returns
+    (expression, topic names, cue names)."""
+    topic, cues = tuple(topic), tuple(cues)
+    topic_names = list(dict.fromkeys(n for w in topic for n in found.get(w, []) if not holds_word(n, cues)))
+    cue_names = list(dict.fromkeys([*(n for w in cues for n in found.get(w, [])),
+                                    *(n for w in topic for n in found.get(w, []) if holds_word(n, cues))]))
+    cue_part = " OR ".join(map(quoted_label, cue_names))
+    if topic_names:
+        inner = "(" + " OR ".join(map(quoted_label, topic_names)) + (f") AND NOT ({cue_part}" if cue_part else "") + ")"
+    else:
+        inner = f"NOT ({cue_part})" if cue_part else "F0 < 0"
+    return (f"SEGMENT({inner})" if scoped else inner), topic_names, cue_names

@@ -1,6 +1,7 @@
 """The demo's two concepts: a probe for confirmed bronchiolitis (not suspected, not other
-conditions), and the expression a clinician would write, whose two features are found from the
-training split; each made once."""
+conditions), and the expression a clinician would write, from what the run's label search returns
+for the topic's and the hedges' words (or, where no reliable name holds the topic, two features
+found from the training split); each made once."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ async def test_demo_concepts_on_a_run_with_the_demo_labels(app, client, auth, la
     probe, expr = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
     assert (probe["name"], probe["kind"], expr["name"], expr["kind"]) == (PROBE_NAME, "probe", EXPRESSION_NAME,
                                                                         "expression")
-    # F0 fires on every bronchiolitis note, F1 on the suspected ones: the query writes itself, by name.
-    assert expr["expression"] == 'label:"bronchiolite" > 0 AND NOT label:"sospetto" > 0'
+    # the label search finds "bronchiolite" (F0, every bronchiolitis note) for `bronchiolit` and "sospetto" (F1,
+    # the suspected ones) for `sospett`: the query writes itself, by name (a run without segments: no SEGMENT)
+    assert expr["expression"] == '(label:"bronchiolite") AND NOT (label:"sospetto")'
+    assert expr["description"].startswith("Written from the label search")
     assert expr["metrics"]["f1"] > 0.9 and probe["metrics"]["f1"] > 0.7  # linear: "F0 but not F1" only roughly
     assert probe["examples"]["labels"] == {"positive": ["bronchiolitis:confirmed"], "negative": []}
     assert probe["metrics"]["n_test"] == 100  # a quarter of every note: confirmed against all the others
@@ -34,9 +37,14 @@ async def test_demo_concepts_on_a_run_with_the_demo_labels(app, client, auth, la
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_the_expression_s_features_are_chosen_on_the_training_split(app, client, auth, labelled_run,  # noqa: ANN001
                                                                           monkeypatch) -> None:  # noqa: ANN001
-    """Every note the expression's features are chosen from is in the probe's training split: none
-    of the held-out notes its figures are computed on."""
+    """Where no reliable name holds the topic's word, the expression's two features are chosen from the data:
+    every note they are chosen from is in the probe's training split, none of the held-out notes its figures
+    are computed on."""
     from gateway.domain.concepts import demo
+    from gateway.domain.features.models import Interpretation
+
+    with session_scope(app.state.factory) as session:  # "bronchiolite" shown, but not reliable
+        session.query(Interpretation).filter(Interpretation.label == "bronchiolite").update({"reliable": False})
 
     seen: dict[str, list[int]] = {}
     original = demo.demo_expression
@@ -47,7 +55,9 @@ async def test_the_expression_s_features_are_chosen_on_the_training_split(app, c
 
     monkeypatch.setattr(demo, "demo_expression", recording)
     ids = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
-    probe = (await client.get(f"/api/v1/concepts/{ids[0]}", headers=auth)).json()
+    probe, expr = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
+    assert expr["expression"] == 'label:"bronchiolite" > 0 AND NOT label:"sospetto" > 0'
+    assert expr["description"] == demo.PICKED
     with session_scope(app.state.factory) as session:  # the probe's split: the notes it trained on
         data = run_data(session, app.state.store, labelled_run.run_id)
         labelled = labelled_documents(session, data.dataset, demo.EXAMPLES)

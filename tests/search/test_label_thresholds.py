@@ -6,7 +6,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate
-from gateway.search.label_rank import LabelEntry, label_matches, notes_selected, rank_labels, search_names
+from gateway.search.label_rank import (
+    LabelEntry, expression_from_names, label_matches, notes_selected, rank_labels, search_names,
+)
+from gateway.search.parser import parse
 
 
 def space() -> SearchSpace:
@@ -76,3 +79,19 @@ def test_names_that_hold_the_query_rank_before_names_found_through_their_evidenc
     assert [e.index for e, _ in search_names("bron", entries)] == [1, 3, 2, 0]
     assert [e.index for e, _ in search_names("bronchiolite", entries)] == [1, 3, 2, 0]
     assert [e.index for e, _ in search_names("libero", entries)] == [0]
+
+
+def test_the_expression_a_user_writes_from_label_searches():
+    """What the demo's expression concept and bench/status.py's user write: the topic's names, NOT the cues'
+    (a topic name holding a cue word is a cue), in one segment; NegEx's user has no topic word."""
+    found = {"bronchiolit": ["bronchiolite", "sospetta bronchiolite", "bronchiolite acuta"],
+             "sospett": ["sospetta bronchiolite", 'pls "con" sospetto'], "esclus": [], "?": []}
+    expression, topic, cues = expression_from_names(found, ("bronchiolit",), ("sospett", "?", "esclus"))
+    assert topic == ["bronchiolite", "bronchiolite acuta"]
+    assert cues == ["sospetta bronchiolite", 'pls "con" sospetto']  # each once
+    assert expression == ('SEGMENT((label:"bronchiolite" OR label:"bronchiolite acuta") AND NOT '
+                          '(label:"sospetta bronchiolite" OR label:"pls \\"con\\" sospetto"))')
+    parse(expression)  # the quotes inside a name are escaped as the grammar reads them
+    assert expression_from_names({"b": ["b1"]}, ("b",), ("c",), scoped=False)[0] == '(label:"b1")'
+    assert expression_from_names({"no": ["no rash"]}, (), ("no",))[0] == 'SEGMENT(NOT (label:"no rash"))'
+    assert expression_from_names({"b": []}, ("b",), ("c",))[0] == "SEGMENT(F0 < 0)"  # nothing found: no match

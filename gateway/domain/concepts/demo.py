@@ -1,10 +1,18 @@
 """The demo's ready concepts on its SAE run, for "every note with a confirmed bronchiolitis,
 not the suspected ones": a sparse probe trained on the corpus's labels (on the notes' codes, the
-max over their clauses' when the run has segments), a saved expression a person could have
-written, `SEGMENT(<bronchiolitis feature> AND NOT <suspicion feature>)` (one clause names it and
-does not hedge it; without SEGMENT on a run without segments), with its two features picked on
-the training split (so the held-out figures of both are honest), and, on a run with segment codes,
-the same probe read only on the clauses that name bronchiolitis (`segment_words`).
+max over their clauses' when the run has segments), a saved expression written from feature names
+as a clinician would write it, and, on a run with segment codes, the same probe read only on the
+clauses that name bronchiolitis (`segment_words`).
+
+The expression: the words a clinician types into the run's label search (`bronchiolit`, and the
+hedge words `sospett`, `esclus`, `possibil`, `probabil`, `pregress`: those of bench/status.py's regex
+with cues), the reliable names each search returns, and `SEGMENT((<topic names>) AND NOT (<hedge
+names>))` (one clause names it and does not hedge it; each name above its calibrated threshold;
+without SEGMENT on a run without segments): no label of the corpus is read, and the expression is
+the one `bench/status_expression.py` scores. Where the search finds no reliable name for the topic or
+none for the hedges, two features picked from the data instead (on the training split, so the held-out figures stay honest):
+the one that fires most like the bronchiolitis notes, without the one that fires on suspected notes
+more than on confirmed ones.
 
 Positive: `bronchiolitis:confirmed`; negative: every other note, the suspected bronchiolitis ones
 among them. A probe trained on confirmed against suspected notes alone would never have seen the
@@ -13,17 +21,21 @@ other conditions, and applied to the whole corpus would match most of them."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import numpy as np
 
 from contracts.concepts import ConceptCreate, Examples, LabelClasses
+from contracts.search import LabelSearch
 from gateway.db import session_scope
 from gateway.domain.auth.service import Principal
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.examples import labelled_documents
 from gateway.domain.concepts.service import create_concept, run_data
 from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_labels
+from gateway.search.label_rank import expression_from_names
+from gateway.search.service import label_query
 
 CONFIRMED, SUSPECTED = "bronchiolitis:confirmed", "bronchiolitis:suspected"
 PROBE_NAME = "Confirmed bronchiolitis (probe)"
@@ -31,6 +43,23 @@ EXPRESSION_NAME = "Confirmed bronchiolitis (expression)"
 SCOPED_NAME = "Confirmed bronchiolitis (probe on its clauses)"
 SCOPE_WORDS = ["bronchiolit"]
 EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED]))
+TOPIC_WORDS = ("bronchiolit",)
+HEDGE_WORDS = ("sospett", "?", "esclus", "possibil", "probabil", "pregress")
+"""What a clinician types into the label search: the words of bench/status_expression.py's USER_WORDS["demo"]
+(its regex with cues); "?" finds no name (the search reads words)."""
+SEARCH_LIMIT = 20
+"""Results of one label search read (the search page's page size)."""
+
+
+def _searchable(word: str) -> bool:
+    """Whether the label search has a word to look for in it ("?" has none)."""
+    return re.search(r"[^\W_]", word) is not None
+
+
+WRITTEN = ("Written from the label search, as a clinician would: the reliable names found for "
+           + ", ".join(TOPIC_WORDS) + ", without those found for the hedge words "
+           + ", ".join(w for w in HEDGE_WORDS if _searchable(w)) + ", each above its calibrated threshold where it has one, in one clause.")
+PICKED = "The bronchiolitis feature, without the feature that fires on suspicion: two features picked from the data."
 
 
 def _reference(space: SearchSpace, index: int) -> str:
@@ -64,6 +93,21 @@ def demo_expression(space: SearchSpace, bronchiolitis: np.ndarray, confirmed: np
     return f"SEGMENT({inner})" if space.segments is not None else inner
 
 
+async def written_expression(state: Any, sae_run_id: int, scoped: bool) -> tuple[str | None, dict[str, list[str]]]:
+    """The expression written from what the label search returns for TOPIC_WORDS and HEDGE_WORDS (reliable
+    names only); None where no reliable name holds the topic or none a hedge (the concept is "confirmed, not
+    suspected"). Also returns what each search found."""
+    found: dict[str, list[str]] = {}
+    for word in (*TOPIC_WORDS, *HEDGE_WORDS):
+        if not _searchable(word):
+            found[word] = []
+            continue
+        result = await label_query(state, sae_run_id, LabelSearch(mode="label", query=word, limit=SEARCH_LIMIT))
+        found[word] = [hit.label for hit in result.items if hit.reliable and hit.label]
+    expression, topic_names, cue_names = expression_from_names(found, TOPIC_WORDS, HEDGE_WORDS, scoped)
+    return (expression if topic_names and cue_names else None), found
+
+
 def _plan(state: Any, sae_run_id: int) -> str:
     with session_scope(state.factory) as session:
         data = run_data(session, state.store, sae_run_id)
@@ -92,10 +136,12 @@ async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal
                                          "bronchiolitis against every other note, suspected ones included.")
         ids[PROBE_NAME] = await create_concept(state, body, principal, None)
     if EXPRESSION_NAME not in ids:
-        expression = await asyncio.to_thread(_plan, state, sae_run_id)
+        expression, _ = await written_expression(state, sae_run_id, scoped=has_segments)
+        description = WRITTEN if expression else PICKED
+        if expression is None:
+            expression = await asyncio.to_thread(_plan, state, sae_run_id)
         body = ConceptCreate(sae_run_id=sae_run_id, name=EXPRESSION_NAME, kind="expression", expression=expression,
-                             examples=EXAMPLES, description="The bronchiolitis feature, without the feature that "
-                                                            "fires on suspicion: the query a clinician would write.")
+                             examples=EXAMPLES, description=description)
         ids[EXPRESSION_NAME] = await create_concept(state, body, principal, None)
     if has_segments and SCOPED_NAME not in ids:
         body = ConceptCreate(sae_run_id=sae_run_id, name=SCOPED_NAME, kind="probe", examples=EXAMPLES,
