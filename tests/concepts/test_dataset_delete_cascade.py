@@ -64,3 +64,36 @@ async def test_deleting_a_dataset_deletes_its_runs_concepts_indexes_and_files(ap
     assert (await client.get(f"/api/v1/sae-runs/{run.run_id}", headers=auth)).status_code == 404
     deleted = (await client.get("/api/v1/audit-events?action=dataset.delete", headers=auth)).json()[0]
     assert deleted["details"] == {"n_documents": 400, "embedding_runs": 1, "sae_runs": 1, "concepts": 1}
+
+
+async def test_deleting_a_concept_deletes_its_matches_and_keeps_the_run(app, client, auth,
+                                                                       labelled_run) -> None:  # noqa: ANN001
+    run, store = labelled_run, app.state.store
+    ids = []
+    for name in ("kept", "tried"):
+        created = await client.post("/api/v1/concepts", headers=auth, json={
+            "sae_run_id": run.run_id, "name": name, "kind": "expression", "expression": "F0 > 0"})
+        ids.append(created.json()["id"])
+    kept, tried = ids
+    job = (await client.post(f"/api/v1/concepts/{tried}/apply", headers=auth)).json()
+    assert (await wait_done(client, auth, f"/api/v1/jobs/{job['id']}", timeout=60))["status"] == "succeeded"
+    root = Path(store.local_path("datasets")).parent
+    assert any(f.startswith(f"concepts/{tried}/") for f in files_under(root))
+
+    assert (await client.delete(f"/api/v1/concepts/{tried}", headers=auth)).status_code == 204
+
+    assert not any(f.startswith(f"concepts/{tried}/") for f in files_under(root))
+    for path in (f"/api/v1/concepts/{tried}", f"/api/v1/concepts/{tried}/export.csv"):
+        gone = await client.get(path, headers=auth)
+        assert gone.status_code == 404 and f"concept {tried} not found" in gone.text, path
+    listed = (await client.get("/api/v1/concepts", headers=auth)).json()
+    assert [c["id"] for c in listed["items"]] == [kept]
+    assert (await client.get(f"/api/v1/sae-runs/{run.run_id}", headers=auth)).status_code == 200  # the run stays
+    with session_scope(app.state.factory) as session:
+        assert {(a.owner_type, a.owner_id) for a in session.scalars(select(Artifact))
+                if a.owner_type == "concept"} == set()
+    event = (await client.get("/api/v1/audit-events?action=concept.delete", headers=auth)).json()[0]
+    assert (event["target_id"], event["details"]) == (
+        str(tried), {"name": "tried", "kind": "expression", "sae_run_id": run.run_id})
+    again = await client.delete(f"/api/v1/concepts/{tried}", headers=auth)
+    assert again.status_code == 404

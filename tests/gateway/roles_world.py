@@ -76,6 +76,16 @@ def build_world(factory) -> World:  # noqa: ANN001
             session.flush()
             return ds.id
 
+    def fresh_concept() -> int:
+        from gateway.domain.concepts.models import Concept
+
+        with session_scope(factory) as session:
+            concept = Concept(sae_run_id=ids["sae_run_id"], name=f"to delete {uuid.uuid4().hex[:8]}", kind="expression",
+                              expression="F1 > 0", features=[1])
+            session.add(concept)
+            session.flush()
+            return concept.id
+
     def fresh_key() -> int:
         with session_scope(factory) as session:
             return create_key(session, name=f"k-{uuid.uuid4().hex[:8]}")[0].id
@@ -86,4 +96,5 @@ def build_world(factory) -> World:  # noqa: ANN001
             auth_repo.add_membership(session, user_id=user.id, project_id=alpha_id)
             return user.id
 
-    return World(keys, ids, {"dataset_id": fresh_dataset, "key_id": fresh_key, "user_id": fresh_member})
+    return World(keys, ids, {"dataset_id": fresh_dataset, "concept_id": fresh_concept, "key_id": fresh_key,
+                             "user_id": fresh_member})

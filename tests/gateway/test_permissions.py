@@ -76,6 +76,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/api/v1/concepts"): WRITE,
     ("GET", "/api/v1/concepts"): ANY_KEY,
     ("GET", "/api/v1/concepts/{concept_id}"): READ_IN_PROJECT,
+    ("DELETE", "/api/v1/concepts/{concept_id}"): WRITE_IN_PROJECT,
     ("POST", "/api/v1/concepts/{concept_id}/evaluate"): WRITE_IN_PROJECT,
     ("POST", "/api/v1/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
     ("GET", "/api/v1/concepts/{concept_id}/export.csv"): READ_IN_PROJECT,

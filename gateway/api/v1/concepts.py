@@ -1,24 +1,25 @@
 """/api/v1/concepts: saved expressions and sparse probes, their held-out metrics, applying them to
-the whole dataset (a job), and the matches as a streamed CSV."""
+the whole dataset (a job), the matches as a streamed CSV, and deleting them."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Request, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from contracts.catalog import ErrorOut
 from contracts.concepts import ConceptCreate, ConceptList, ConceptMetrics, ConceptOut, EvaluateRequest
 from contracts.jobs import JobOut
 from gateway.db import session_scope
-from gateway.deps import CurrentKey, RequestId, SessionDep
+from gateway.deps import CurrentKey, RequestId, SessionDep, StoreDep
 from gateway.domain.auth import trail
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.apply import start_apply
 from gateway.domain.concepts.describe import concept_out, concept_summary
+from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.export import plan_export, stream_csv
-from gateway.domain.concepts.service import create_concept, evaluate_concept, get_or_404
+from gateway.domain.concepts.service import create_concept, delete_concept, evaluate_concept, get_or_404
 
 router = APIRouter(prefix="/concepts", tags=["concepts"])
 ERRORS = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -48,6 +49,17 @@ def list_concepts(session: SessionDep, principal: CurrentKey, sae_run_id: Annota
 def get_concept(concept_id: int, session: SessionDep, _: CurrentKey) -> ConceptOut:
     """The concept with its held-out metrics, its probe's named weights, and its last apply job."""
     return concept_out(session, get_or_404(session, concept_id))
+
+
+@router.delete("/{concept_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": ErrorOut}})
+def remove_concept(concept_id: int, request: Request, principal: CurrentKey, store: StoreDep,
+                   rid: RequestId) -> Response:
+    """Delete the concept and its matches; a running apply job of it stops at its next block. The SAE run,
+    its features and the documents are kept."""
+    if not delete_concept(request.app.state.factory, store, concept_id=concept_id, principal=principal,
+                          request_id=rid):
+        raise ConceptInputError(f"concept {concept_id} not found", field="concept_id", status_code=404)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{concept_id}/evaluate", response_model=ConceptMetrics, responses=ERRORS)
