@@ -1,5 +1,5 @@
 """Dashboard pages of concepts: the list, and one concept (held-out metrics, confusion matrix, PR
-curve, named weights, apply with live progress, CSV export)."""
+curve, named weights, apply with live progress, CSV export, delete)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from markupsafe import Markup
 from gateway.dashboard.charts import Series, line_chart_svg
 from gateway.dashboard.views import check_csrf, render, shown_projects
 from gateway.db import session_scope
-from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
+from gateway.deps import CurrentUser, RequestId, SessionDep, StoreDep, require_login
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.apply import start_apply
 from gateway.domain.concepts.describe import concept_out, concept_summary
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.models import Concept
+from gateway.domain.concepts.service import delete_concept
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.jobs import repo as job_repo
 from gateway.domain.jobs.service import to_out
@@ -89,3 +90,14 @@ async def apply(request: Request, concept_id: int, principal: CurrentUser, rid: 
     with session_scope(request.app.state.factory) as session:  # sees the job just submitted
         return render(request, "partials/_concept_apply.html",
                       apply_context(session, concept_or_404(session, concept_id)))
+
+
+@router.post("/concepts/{concept_id}/delete", response_class=HTMLResponse)
+def delete(request: Request, concept_id: int, principal: CurrentUser, store: StoreDep, rid: RequestId,
+           csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Delete the concept (and its matches), then show its run's concepts."""
+    check_csrf(request, csrf_token)
+    with session_scope(request.app.state.factory) as session:
+        run_id = concept_or_404(session, concept_id).sae_run_id
+    delete_concept(request.app.state.factory, store, concept_id=concept_id, principal=principal, request_id=rid)
+    return Response(status_code=200, headers={"HX-Redirect": f"/concepts?sae_run_id={run_id}"})

@@ -1,7 +1,7 @@
 """In headless Chromium over `prisma demo` (a small corpus): the demo ships its three concepts; open
 the probe, read its held-out metrics, confusion matrix, PR curve and named weights, apply it with
 live progress, download its CSV; open the saved expression and read its metrics, and the probe
-scoped to clauses with TF-IDF on the same clauses beside it."""
+scoped to clauses with TF-IDF on the same clauses beside it; delete a concept from its page."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import io
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.browser.conftest import shot
@@ -86,3 +87,30 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     assert page.locator("#baselines tbody tr:has(td.vs)").count() == 3  # regex, TF-IDF, TF-IDF on the clauses
     shot(page, "concept-scoped")
     assert page.console_errors == []
+
+
+def test_delete_a_concept_from_its_page(page, demo) -> None:  # noqa: ANN001
+    """An editor deletes a concept from its page, after a confirmation that names it; the run's concept list
+    and the API no longer have it, and the demo's own concepts stay."""
+    url, key = demo.url, demo.key
+    auth, run = {"Authorization": f"Bearer {key}"}, demo.concepts[0]["sae_run_id"]
+    created = httpx.post(f"{url}/api/v1/concepts", headers=auth, timeout=120, json={
+        "sae_run_id": run, "name": "A trial <b>to delete</b>", "kind": "expression", "expression": "F1 > 0"})
+    assert created.status_code == 201, created.text
+    concept_id = created.json()["id"]
+    login(page, url, key)
+    page.goto(f"{url}/concepts/{concept_id}")
+    asked: list[str] = []
+
+    def accept(dialog) -> None:  # noqa: ANN001
+        asked.append(dialog.message)
+        dialog.accept()
+
+    shot(page, "concept-delete")
+    page.once("dialog", accept)
+    page.click("#delete-concept")
+    page.wait_for_url(f"{url}/concepts?sae_run_id={run}")
+    assert asked and "A trial <b>to delete</b>" in asked[0]  # the name as text, in the confirmation
+    listed = page.locator("main").inner_text()
+    assert "A trial" not in listed and "Confirmed bronchiolitis (probe)" in listed
+    assert httpx.get(f"{url}/api/v1/concepts/{concept_id}", headers=auth, timeout=60).status_code == 404

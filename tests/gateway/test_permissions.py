@@ -121,6 +121,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/concepts/{concept_id}"): READ_IN_PROJECT,
     ("GET", "/concepts/{concept_id}/apply"): READ_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
+    ("POST", "/concepts/{concept_id}/delete"): WRITE_IN_PROJECT,
     ("GET", "/audit"): ADMIN_ONLY,
 }
 
@@ -138,7 +139,7 @@ def concrete(method: str, template: str, world: World) -> str:
 
     def value(match: re.Match) -> str:
         name = match.group(1)
-        if method == "DELETE" and name in world.fresh:
+        if (method == "DELETE" or template.endswith("/delete")) and name in world.fresh:
             return str(world.fresh[name]())
         if name == "run_id":
             return str(world.ids["sae_run_id" if "/sae-runs/" in template else "embedding_run_id"])
