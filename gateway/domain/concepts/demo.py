@@ -10,9 +10,9 @@ with cues), the reliable names each search returns, and `SEGMENT((<topic names>)
 names>))` (one clause names it and does not hedge it; each name above its calibrated threshold;
 without SEGMENT on a run without segments): no label of the corpus is read, and the expression is
 the one `bench/status_expression.py` scores. Where the search finds no reliable name for the topic or
-none for the hedges, two features picked from the data instead (on the training split, so the held-out figures stay honest):
-the one that fires most like the bronchiolitis notes, without the one that fires on suspected notes
-more than on confirmed ones.
+none for the hedges, two features picked from the data instead (on the training split, so the
+held-out figures stay honest): the one that fires most like the bronchiolitis notes, without the one
+that fires on suspected notes more than on confirmed ones.
 
 Positive: `bronchiolitis:confirmed`; negative: every other note, the suspected bronchiolitis ones
 among them. A probe trained on confirmed against suspected notes alone would never have seen the
@@ -58,7 +58,8 @@ def _searchable(word: str) -> bool:
 
 WRITTEN = ("Written from the label search, as a clinician would: the reliable names found for "
            + ", ".join(TOPIC_WORDS) + ", without those found for the hedge words "
-           + ", ".join(w for w in HEDGE_WORDS if _searchable(w)) + ", each above its calibrated threshold where it has one, in one clause.")
+           + ", ".join(w for w in HEDGE_WORDS if _searchable(w))
+           + ", each above its calibrated threshold where it has one, in one clause.")
 PICKED = "The bronchiolitis feature, without the feature that fires on suspicion: two features picked from the data."
 
 
