@@ -46,9 +46,19 @@ class Names(dict):
 def name_on_segments(ds: Any, seg: Any, segment_codes: Any) -> tuple[Names, dict]:
     """Every feature that fires on a segment, named by the keywords back-end on the segment corpus, one meaning
     per name across them; (names, timing and counts)."""
-    import pyarrow as pa
+    import torch
     from interpret import label_embedder
     from status import MODEL_NAME
+
+    threads = torch.get_num_threads()  # label_embedder sets torch's threads to 1 for the process: given back below
+    try:
+        return _name_on_segments(ds, seg, segment_codes, label_embedder(1, MODEL_NAME[0]))
+    finally:  # the SAEs trained after this (status.py's sensitivity variants) on the threads the run asked for:
+        torch.set_num_threads(threads)  # a thread count changes an SAE's rounding, so its figures
+
+
+def _name_on_segments(ds: Any, seg: Any, segment_codes: Any, embed_texts: Any) -> tuple[Names, dict]:
+    import pyarrow as pa
 
     from contracts.interpret import BackendOptions
     from gateway.domain.features.names import NameChoice, distinct_names, shared_fraction
@@ -62,8 +72,7 @@ def name_on_segments(ds: Any, seg: Any, segment_codes: Any) -> tuple[Names, dict
     shard = {"vectors": seg.vectors, "position": seg.position, "char_start": seg.char_start, "char_end": seg.char_end}
     corpus = segment_corpus(table, [shard], segment_codes.tocsr())
     opts = BackendOptions(backend="keywords")
-    namer = Namer(corpus=corpus, backends=[(opts, build_backend(opts, InterpreterSettings()))],
-                  embed_texts=label_embedder(1, MODEL_NAME[0]))
+    namer = Namer(corpus=corpus, backends=[(opts, build_backend(opts, InterpreterSettings()))], embed_texts=embed_texts)
     features = [int(f) for f in np.flatnonzero(corpus.codes.getnnz(axis=0) > 0)]
     t0, records = time.perf_counter(), []
     for i in range(0, len(features), 256):
