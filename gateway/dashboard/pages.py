@@ -17,11 +17,12 @@ from gateway.domain.runs.embedding import create_embedding_run
 from gateway.domain.runs.errors import RunInputError
 
 from gateway.api.v1.datasets import listed_document, receive_and_import
-from gateway.deps import CurrentUser, RequestId, SessionDep, require_login
+from gateway.deps import CurrentUser, RequestId, SessionDep, StoreDep, require_login
 from gateway.domain.auth import trail
 from gateway.domain.auth.service import audit, end_session, start_session, verify_key
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.parsing import DatasetInputError
+from gateway.domain.datasets.service import delete_dataset
 from gateway.domain.jobs import repo as job_repo
 from contracts.jobs import JobOut
 from gateway.domain.jobs.service import to_out
@@ -113,6 +114,16 @@ def dataset_page(
     ctx = {"dataset": ds, "documents": docs, "pager": Pager(offset=offset, limit=PAGE_SIZE, total=total), "runs": runs}
     template = "partials/_documents.html" if request.headers.get("hx-request") else "pages/dataset.html"
     return render(request, template, ctx)
+
+
+@router.post("/datasets/{dataset_id}/delete", response_class=HTMLResponse)
+def delete(request: Request, dataset_id: int, principal: CurrentUser, store: StoreDep, rid: RequestId,
+           csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Delete the dataset and everything computed from it (as DELETE /api/v1/datasets/{id}), then list the rest."""
+    check_csrf(request, csrf_token)
+    if not delete_dataset(request.app.state.factory, store, dataset_id=dataset_id, principal=principal, request_id=rid):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"dataset {dataset_id} not found")
+    return Response(status_code=200, headers={"HX-Redirect": "/datasets"})
 
 
 @router.get("/jobs", response_class=HTMLResponse)

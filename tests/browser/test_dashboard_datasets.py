@@ -49,6 +49,7 @@ def test_login_upload_demo_corpus_and_browse(page, tmp_path: Path) -> None:  # n
         page.click("#upload-form button[type=submit]")
         page.wait_for_url(f"{url}/datasets/*")
         assert page.locator("h1").inner_text() == "Demo notes"
+        dataset_url = page.url
         assert "300" in page.locator(".facts").inner_text()
         rows = page.locator("#documents tbody tr")
         assert rows.count() == 25
@@ -63,3 +64,14 @@ def test_login_upload_demo_corpus_and_browse(page, tmp_path: Path) -> None:  # n
         page.wait_for_url(f"{url}/jobs")
         assert page.locator("h1").inner_text() == "Jobs"
         assert page.console_errors == []
+
+        # Delete it from its page, after a confirmation that says what goes with it.
+        page.goto(dataset_url)
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        page.click("#delete-dataset")
+        page.wait_for_url(f"{url}/datasets")
+        assert asked and "Demo notes" in asked[0] and "300 documents" in asked[0]
+        assert "Demo notes" not in page.locator("main").inner_text()
+        assert page.goto(dataset_url).status == 404
+        assert all("status of 404" in e for e in page.console_errors), page.console_errors

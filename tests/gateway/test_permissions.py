@@ -104,6 +104,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/jobs"): ANY_KEY,
     ("GET", "/jobs/{job_id}"): READ_IN_PROJECT,
     ("POST", "/datasets/{dataset_id}/embed"): WRITE_IN_PROJECT,
+    ("POST", "/datasets/{dataset_id}/delete"): WRITE_IN_PROJECT,
     ("GET", "/embedding-runs/{run_id}"): READ_IN_PROJECT,
     ("POST", "/embedding-runs/{run_id}/sae"): WRITE_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}"): READ_IN_PROJECT,
