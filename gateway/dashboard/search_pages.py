@@ -23,7 +23,7 @@ from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs.query_model import NoQueryModel
 from gateway.search import service
 from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
-from gateway.search.label_rank import LabelEntry, rank_labels
+from gateway.search.label_rank import LabelEntry, quote_label, rank_labels
 from gateway.search.space import SearchNotReady, codes_or_none
 from gateway.services import ServiceError, ServiceUnavailable
 
@@ -165,11 +165,6 @@ def suggest(request: Request, run_id: int, session: SessionDep,
 
 def _notes(n: int) -> str:
     return "1 note" if n == 1 else f"{n} notes"
-
-
-def quote_label(label: str) -> str:
-    """The label as it goes between the quotes of label:"…" (the grammar's two escapes)."""
-    return label.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _by_label(session: SessionDep, run_id: int, prefix: str, words: str, codes: Any = None) -> list[dict[str, str]]:

@@ -108,9 +108,14 @@ def holds_word(label: str, stems: Iterable[str]) -> bool:
     return any(w.startswith(s) for w in words for s in stems)
 
 
+def quote_label(label: str) -> str:
+    """The label as it goes between the quotes of label:"…" (the grammar's two escapes)."""
+    return label.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def quoted_label(label: str) -> str:
-    """label:"…" for this name, its quotes and backslashes escaped as the expression grammar reads them."""
-    return 'label:"' + label.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """label:"…" for this name."""
+    return f'label:"{quote_label(label)}"'
 
 
 def expression_from_names(found: dict[str, list[str]], topic: Iterable[str], cues: Iterable[str],
