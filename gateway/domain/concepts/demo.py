@@ -21,7 +21,6 @@ other conditions, and applied to the whole corpus would match most of them."""
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from gateway.domain.concepts import repo
 from gateway.domain.concepts.examples import labelled_documents
 from gateway.domain.concepts.service import create_concept, run_data
 from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_labels
-from gateway.search.label_rank import expression_from_names
+from gateway.search.label_rank import expression_from_names, query_terms
 from gateway.search.service import label_query
 
 CONFIRMED, SUSPECTED = "bronchiolitis:confirmed", "bronchiolitis:suspected"
@@ -51,14 +50,9 @@ SEARCH_LIMIT = 20
 """Results of one label search read (the search page's page size)."""
 
 
-def _searchable(word: str) -> bool:
-    """Whether the label search has a word to look for in it ("?" has none)."""
-    return re.search(r"[^\W_]", word) is not None
-
-
 WRITTEN = ("Written from the label search, as a clinician would: the reliable names found for "
            + ", ".join(TOPIC_WORDS) + ", without those found for the hedge words "
-           + ", ".join(w for w in HEDGE_WORDS if _searchable(w))
+           + ", ".join(w for w in HEDGE_WORDS if query_terms(w))
            + ", each above its calibrated threshold where it has one, in one clause.")
 PICKED = "The bronchiolitis feature, without the feature that fires on suspicion: two features picked from the data."
 
@@ -94,19 +88,17 @@ def demo_expression(space: SearchSpace, bronchiolitis: np.ndarray, confirmed: np
     return f"SEGMENT({inner})" if space.segments is not None else inner
 
 
-async def written_expression(state: Any, sae_run_id: int, scoped: bool) -> tuple[str | None, dict[str, list[str]]]:
+async def written_expression(state: Any, sae_run_id: int, scoped: bool) -> str | None:
     """The expression written from what the label search returns for TOPIC_WORDS and HEDGE_WORDS (reliable
     names only); None where no reliable name holds the topic or none a hedge (the concept is "confirmed, not
-    suspected"). Also returns what each search found."""
+    suspected")."""
     found: dict[str, list[str]] = {}
     for word in (*TOPIC_WORDS, *HEDGE_WORDS):
-        if not _searchable(word):
-            found[word] = []
-            continue
-        result = await label_query(state, sae_run_id, LabelSearch(mode="label", query=word, limit=SEARCH_LIMIT))
-        found[word] = [hit.label for hit in result.items if hit.reliable and hit.label]
+        if query_terms(word):  # "?" holds no word the label search reads
+            result = await label_query(state, sae_run_id, LabelSearch(mode="label", query=word, limit=SEARCH_LIMIT))
+            found[word] = [hit.label for hit in result.items if hit.reliable and hit.label]
     expression, topic_names, cue_names = expression_from_names(found, TOPIC_WORDS, HEDGE_WORDS, scoped)
-    return (expression if topic_names and cue_names else None), found
+    return expression if topic_names and cue_names else None
 
 
 def _plan(state: Any, sae_run_id: int) -> str:
@@ -137,7 +129,7 @@ async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal
                                          "bronchiolitis against every other note, suspected ones included.")
         ids[PROBE_NAME] = await create_concept(state, body, principal, None)
     if EXPRESSION_NAME not in ids:
-        expression, _ = await written_expression(state, sae_run_id, scoped=has_segments)
+        expression = await written_expression(state, sae_run_id, scoped=has_segments)
         description = WRITTEN if expression else PICKED
         if expression is None:
             expression = await asyncio.to_thread(_plan, state, sae_run_id)
