@@ -97,7 +97,8 @@ def delete(request: Request, concept_id: int, principal: CurrentUser, store: Sto
            csrf_token: Annotated[str, Form()] = "") -> Response:
     """Delete the concept (and its matches), then show its run's concepts."""
     check_csrf(request, csrf_token)
-    with session_scope(request.app.state.factory) as session:
-        run_id = concept_or_404(session, concept_id).sae_run_id
-    delete_concept(request.app.state.factory, store, concept_id=concept_id, principal=principal, request_id=rid)
+    run_id = delete_concept(request.app.state.factory, store, concept_id=concept_id, principal=principal,
+                            request_id=rid)
+    if run_id is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"concept {concept_id} not found")
     return Response(status_code=200, headers={"HX-Redirect": f"/concepts?sae_run_id={run_id}"})

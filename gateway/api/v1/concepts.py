@@ -56,8 +56,8 @@ def remove_concept(concept_id: int, request: Request, principal: CurrentKey, sto
                    rid: RequestId) -> Response:
     """Delete the concept and its matches; a running apply job of it stops at its next block. The SAE run,
     its features and the documents are kept."""
-    if not delete_concept(request.app.state.factory, store, concept_id=concept_id, principal=principal,
-                          request_id=rid):
+    if delete_concept(request.app.state.factory, store, concept_id=concept_id, principal=principal,
+                      request_id=rid) is None:
         raise ConceptInputError(f"concept {concept_id} not found", field="concept_id", status_code=404)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

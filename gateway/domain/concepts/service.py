@@ -309,22 +309,24 @@ def get_or_404(session: Session, concept_id: int) -> Concept:
 
 
 def delete_concept(factory: Any, store: Any, *, concept_id: int, principal: Principal | None,
-                   request_id: str | None = None) -> bool:
+                   request_id: str | None = None) -> int | None:
     """Delete a concept: its row, its last apply's matches (catalogued artifacts and files), and stop its apply
-    job where one still runs (it ends at its next block); audited. False if it does not exist."""
+    job where one still runs (it ends at its next block); audited. Returns the SAE run it belonged to, None if
+    it does not exist."""
     from gateway.domain.artifacts import repo as artifact_repo
     from gateway.domain.jobs.service import request_cancel
 
     with session_scope(factory) as session:
         concept = repo.get_concept(session, concept_id=concept_id)
         if concept is None:
-            return False
-        for job_id in run_repo.jobs_of_derived(session, {"embedding_run": [], "sae_run": [], "concept": [concept_id]}):
-            request_cancel(session, job_id=job_id)
-        details = {"name": concept.name, "kind": concept.kind, "sae_run_id": concept.sae_run_id}
+            return None
+        if concept.apply_job_id:
+            request_cancel(session, job_id=concept.apply_job_id)
+        run_id = concept.sae_run_id
+        details = {"name": concept.name, "kind": concept.kind, "sae_run_id": run_id}
         session.delete(concept)
         artifact_repo.forget_owner(session, owner_type="concept", owner_id=concept_id)
         audit(session, principal, "concept.delete", target_type="concept", target_id=concept_id,
               request_id=request_id, details=details)
     store.delete(f"concepts/{concept_id}")
-    return True
+    return run_id
