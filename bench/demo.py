@@ -94,6 +94,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--precision", default="auto", help="PRISMA_EMBEDDER_PRECISION for the demo")
+    parser.add_argument("--document-vectors", default="segments", choices=["segments", "encoded"],
+                        help="the demo run's document_vectors (prisma demo's default: segments)")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench/results/demo.json")
     args = parser.parse_args()
@@ -104,7 +106,8 @@ def main() -> None:
     started, started_utc = time.monotonic(), datetime.now(timezone.utc).replace(tzinfo=None)
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [PRISMA, "demo", "--port", str(port), "--n", str(args.n)], cwd=REPO_ROOT,
+            [PRISMA, "demo", "--port", str(port), "--n", str(args.n), "--document-vectors", args.document_vectors],
+            cwd=REPO_ROOT,
             env=prisma_env(tmp / "data", PRISMA_LOG_JSON="false", PRISMA_EMBEDDER_PRECISION=args.precision,
                            TRANSFORMERS_OFFLINE="1"),
             stdout=out, stderr=subprocess.STDOUT)
@@ -124,6 +127,7 @@ def main() -> None:
         "precision": result.get("precision"),
         "engine": result.get("engine"),
         "precision_setting": args.precision,
+        "document_vectors": args.document_vectors,
         "cpu": {"model": platform.processor() or platform.machine(), "usable_cpus": default_threads(),
                 "native_bf16": cpu_has_native_bf16(),
                 "note": "precision forced as 'auto' picks it on a CPU without native bf16" if args.precision != "auto"

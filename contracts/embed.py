@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from contracts.artifacts import ArtifactInfo
 
@@ -152,6 +152,22 @@ class EmbeddingRunSpec(BaseModel):
         "before `ma`, `but`, …: where a hedge's or a negation's scope ends; the default, it measured "
         "better) or a whole sentence. See services/embedder/segments.py.",
     )
+    document_vectors: Literal["encoded", "segments"] = Field(
+        default="encoded",
+        description="How a document's vector is made. 'encoded' (the default): the document's own text "
+        "through the model, chunk-and-average. 'segments' (needs `segments`): the mean of its segments' "
+        "vectors, normalised like the rest, so the document text is not read by the model a second "
+        "time; its chunks are then its segments. On the demo's notes that pass was about three "
+        "quarters of the encoder's time; what it does to quality is measured in docs/ARCHITECTURE.md.",
+    )
+
+    @field_validator("document_vectors")
+    @classmethod
+    def _documents_from_segments_need_segments(cls, value: str, info: ValidationInfo) -> str:
+        if value == "segments" and not info.data.get("segments"):
+            raise ValueError("'segments' makes each document's vector from its segments' vectors, so it needs "
+                             "segments: true")
+        return value
 
 
 class EmbedJobPayload(BaseModel):

@@ -97,6 +97,9 @@ def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
 def demo(
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     n: Annotated[int, typer.Option(help="Number of demo notes.")] = 2000,
+    document_vectors: Annotated[str, typer.Option(
+        help="'segments': a note's vector is the mean of its clauses' (the model reads each text once); "
+             "'encoded': the note's text through the model too, as a run does by default.")] = "segments",
 ) -> None:
     """Generate and import the demo corpus (once), start its pipeline, and serve the dashboard."""
     import asyncio
@@ -110,6 +113,9 @@ def demo(
     from gateway.domain.auth.service import Principal
     from gateway.domain.runs.embedding import create_embedding_run
 
+    if document_vectors not in ("segments", "encoded"):
+        console.print(f"[red]--document-vectors: {document_vectors!r} is not 'segments' or 'encoded'[/]")
+        raise typer.Exit(2)
     settings = get_settings()
     if not settings.embedded:
         console.print("[red]the demo runs in embedded mode: unset DATABASE_URL and REDIS_URL[/]")
@@ -117,9 +123,10 @@ def demo(
     ds = _demo_dataset(settings, n)
     key = create_api_key(settings, f"demo-{secrets.token_hex(3)}")
     application = create_app(settings)
-    # Segments: a note's sentences embedded too, so that one mention's status is not averaged away.
-    run, _ = asyncio.run(create_embedding_run(application.state, EmbeddingRunCreate(dataset_id=ds.id, segments=True),
-                                              Principal(None, "demo"), None))
+    # Segments: a note's clauses embedded too, so that one mention's status is not averaged away; a note's
+    # vector is the mean of its clauses' (document_vectors: segments), so the model reads each text once.
+    body = EmbeddingRunCreate(dataset_id=ds.id, segments=True, document_vectors=document_vectors)
+    run, _ = asyncio.run(create_embedding_run(application.state, body, Principal(None, "demo"), None))
     threading.Thread(target=_demo_sae_after, args=(application.state, run.id), daemon=True, name="demo-chain").start()
     print(f"\nPrisma demo: {ds.n_documents:,} documents in dataset {ds.id}; embedding run {run.id} is {run.status}.")
     print(f"  Open   http://127.0.0.1:{port}/login")

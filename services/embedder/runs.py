@@ -23,7 +23,7 @@ from services.embedder.distinct import SegmentCache
 from services.embedder.encoder import configure_threads, default_batch_tokens, embed_texts
 from services.embedder.errors import EmptyDatasetError, RunCancelledError, RunSpecMismatchError
 from services.embedder.models import LoadedModel, ModelCache
-from services.embedder.segments import embed_segments
+from services.embedder.segments import documents_from_segments, embed_segments
 from services.embedder.shards import (
     ShardStats,
     iter_snapshot_shards,
@@ -149,10 +149,17 @@ class ShardWork:
         spec = self.payload.spec
         kw = {"pooling": spec.pooling, "normalize": spec.normalize, "batch_tokens": self.batch_tokens,
               "max_batch_size": self.settings.max_batch_size, "should_stop": self.should_stop}
-        embedded = embed_texts(self.lm, texts, on_tokens=on_tokens, **kw)
         segments = None
-        if spec.segments:
-            segments = embed_segments(self.lm, texts, unit=spec.segment_unit, cache=self.segment_cache, **kw)
+        if spec.document_vectors == "segments":  # the documents' vectors from their segments': one pass
+            segments = embed_segments(self.lm, texts, unit=spec.segment_unit, cache=self.segment_cache,
+                                      on_tokens=on_tokens, **kw)
+            embedded = documents_from_segments(segments, len(texts), normalize=spec.normalize,
+                                               n_special=self.lm.n_special)
+        else:
+            embedded = embed_texts(self.lm, texts, on_tokens=on_tokens, **kw)
+            if spec.segments:
+                segments = embed_segments(self.lm, texts, unit=spec.segment_unit, cache=self.segment_cache, **kw)
+        if segments is not None:
             self.segments_computed += len(segments.doc)
             self.segments_embedded += segments.n_embedded
         shard = write_shard(self.store, self.prefix, index, first, embedded, segments)
@@ -173,6 +180,8 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
     }
     if payload.spec.segments:  # only then: manifests of runs without segments stay as they were
         manifest |= {"segments": True, "segment_unit": payload.spec.segment_unit}
+    if payload.spec.document_vectors != "encoded":  # likewise: older manifests stay as they were
+        manifest["document_vectors"] = payload.spec.document_vectors
     if payload.spec.precision is not None:  # a run's own precision: its resumed shards must share it
         manifest |= {"precision": lm.precision}
         if lm.int8:  # CTranslate2's int8 and torch's give slightly different vectors

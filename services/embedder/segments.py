@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from services.embedder.distinct import SegmentCache, distinct_texts
-from services.embedder.encoder import embed_texts
+from services.embedder.encoder import ChunkVectors, Embedded, embed_texts
 from services.embedder.models import LoadedModel
 
 MAX_WORDS = 100  # ≈ 128-200 MiniLM word pieces of Italian clinical text: within its 256-token window
@@ -202,3 +202,28 @@ def embed_segments(lm: LoadedModel, texts: Sequence[str], *, pooling: str = "mea
         if cache is not None:
             cache.put([found.keys[j] for j in todo], emb.vectors, emb.n_tokens)
     return SegmentVectors(doc, start, end, vectors[found.inverse], n_tokens[found.inverse], len(todo))
+
+
+def documents_from_segments(seg: SegmentVectors, n_docs: int, *, normalize: bool, n_special: int) -> Embedded:
+    """Document vectors as the mean of each document's segment vectors (normalised when `normalize`),
+    for a run whose `document_vectors` is 'segments': the document's text is not read by the model a
+    second time. Its chunks are its segments (their vectors and character spans); a chunk's token
+    span counts that segment's own tokens, laid end to end, so the shard's token count is the
+    segments' (specials included), as a reused shard reads it back."""
+    n_chunks = np.bincount(seg.doc, minlength=n_docs).astype(np.int64)  # [D]
+    if len(n_chunks) != n_docs or (n_chunks == 0).any():
+        raise ValueError("every document needs at least one segment")  # segment_spans gives each one
+    vectors = np.zeros((n_docs, seg.vectors.shape[1]), dtype=np.float32)  # [D, d]
+    np.add.at(vectors, seg.doc, seg.vectors)
+    vectors /= n_chunks[:, None]
+    if normalize:
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    length = np.maximum(seg.n_tokens - n_special, 0).astype(np.int64)  # [S]
+    end = np.cumsum(length)
+    first = np.concatenate([[0], np.cumsum(n_chunks)[:-1]])  # each document's first row
+    end -= np.repeat(end[first] - length[first], n_chunks)  # restart the count at each document
+    chunks = ChunkVectors(doc=seg.doc.astype(np.int64), token_start=(end - length).astype(np.int32),
+                          token_end=end.astype(np.int32), char_start=seg.char_start.astype(np.int32),
+                          char_end=seg.char_end.astype(np.int32), vectors=seg.vectors)
+    n_tokens = np.bincount(seg.doc, weights=seg.n_tokens, minlength=n_docs).astype(np.int64)
+    return Embedded(vectors, chunks, n_chunks, n_tokens)

@@ -60,5 +60,29 @@ async def test_embedding_run_bad_input(app, client, auth) -> None:  # noqa: ANN0
     assert bad_model.json()["field"] == "model"
     bad_pooling = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "pooling": "max"}, headers=auth)
     assert bad_pooling.status_code == 422 and "pooling" in bad_pooling.json()["field"]
+    no_segments = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "document_vectors": "segments"},
+                                    headers=auth)
+    assert no_segments.status_code == 422 and "needs segments: true" in no_segments.json()["message"]
+    assert no_segments.json()["field"] == "body.document_vectors"
     runs = (await client.get("/api/v1/embedding-runs", headers=auth)).json()
     assert runs["total"] == 0
+
+
+async def test_documents_from_their_segments_through_the_api(app, client, auth) -> None:  # noqa: ANN001
+    """`document_vectors: segments`: the run succeeds, its page says how its documents were made, and
+    asking for it again is the same run while the default spec is another."""
+    ds_id = await upload_notes(client, auth, n=6)
+    body = {"dataset_id": ds_id, "segments": True, "document_vectors": "segments"}
+    resp = await client.post("/api/v1/embedding-runs", json=body, headers=auth)
+    assert resp.status_code == 202, resp.text
+    run = await wait_done(client, auth, f"/api/v1/embedding-runs/{resp.json()['id']}", timeout=120)
+    assert run["status"] == "succeeded" and run["spec"]["document_vectors"] == "segments", run
+    assert run["n_chunks"] == run["result"]["n_segments"]  # a document's chunks are its segments
+    page = await client.get(f"/embedding-runs/{run['id']}", headers=auth)
+    assert "Document vectors" in page.text and "the mean of each document's segment vectors" in page.text
+    again = await client.post("/api/v1/embedding-runs", json=body, headers=auth)
+    assert again.status_code == 200 and again.json()["id"] == run["id"]
+    encoded = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "segments": True}, headers=auth)
+    assert encoded.status_code == 202 and encoded.json()["id"] != run["id"]
+    plain = (await client.get(f"/embedding-runs/{encoded.json()['id']}", headers=auth)).text
+    assert "Document vectors" not in plain
