@@ -94,8 +94,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--precision", default="auto", help="PRISMA_EMBEDDER_PRECISION for the demo")
-    parser.add_argument("--document-vectors", default="segments", choices=["segments", "encoded"],
-                        help="the demo run's document_vectors (prisma demo's default: segments)")
+    parser.add_argument("--document-vectors", default="encoded", choices=["encoded", "segments"],
+                        help="the demo run's document_vectors (prisma demo's default: encoded)")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench/results/demo.json")
     args = parser.parse_args()

@@ -2,14 +2,16 @@
 
 An embedding run with segments runs every note through the model twice: once whole, once cut into
 clauses. On the demo the notes are 70 % of the tokens embedded (512,455 against 216,554 in its
-distinct clauses). `documents_from_segments` (below) makes a note's vector from its clauses'
-vectors instead (their mean, each weighted by its content tokens), with no pass over the note: is
+distinct clauses). `services.embedder.segments.mean_of_segments` makes a note's vector from its
+clauses' vectors instead (their mean, each weighted by its content tokens), with no pass over the note: is
 it as good a document vector? Measured against the model's own note vectors (chunk-and-average),
 same model, fp32, same texts, on real text first. Outcome (2026-11-26): not built. It loses text
 search on real abstracts (known-item MRR 0.936 → 0.841, topic AP 0.403 → 0.391) and on the demo
 (topic AP 0.652 → 0.402), the demo's clause probe (mean of three SAE seeds 0.920 → 0.902), and it
 saves nothing where clauses do not repeat (the abstracts: 917,800 distinct clause tokens against
-798,909 in the abstracts).
+798,909 in the abstracts). Built on 2026-11-28 as a run's opt-in `document_vectors: "segments"`
+(the same function), for a corpus whose use is concepts on clauses rather than text search; the
+demo and the default keep encoding the notes whole.
 
   - Medical Abstracts (the 2,880 of its 2,888 abstracts with 3 sentences or more, 5 topics), each
     abstract without its first sentence (the title-like opening, used as the query):
@@ -48,6 +50,7 @@ from sae_data import DATA, split_sentences  # noqa: E402
 from status_data import LabelledSet, demo_set, negex_set  # noqa: E402
 
 from gateway.domain.concepts.probe import heldout_split  # noqa: E402
+from services.embedder.segments import mean_of_segments  # noqa: E402
 
 OUT = ROOT / "bench/results/doc-vectors.json"
 LABELS = DATA.with_name("medical_tc_labels.csv")
@@ -55,20 +58,6 @@ LABELS = DATA.with_name("medical_tc_labels.csv")
 
 def _r(x: float) -> float:
     return round(float(x), 4)
-
-
-def documents_from_segments(position: np.ndarray, vectors: np.ndarray, n_tokens: np.ndarray, n_docs: int,
-                            n_special: int) -> np.ndarray:
-    """float32 [n_docs, d]: each document's vector as the mean of its segments' vectors (rows in
-    document order, every document with one), each weighted by its content tokens (tokens fed less
-    the specials and the prompt), then unit norm: chunk-and-average done with the document's
-    segments, so that every token counts once but is read in its own clause."""
-    weights = np.maximum(n_tokens - n_special, 1).astype(np.float32)  # [S]
-    starts = np.searchsorted(position, np.arange(n_docs))
-    assert len(position) and np.all(np.diff(np.append(starts, len(position))) > 0), "a document without a segment"
-    out = np.add.reduceat(vectors * weights[:, None], starts, axis=0)  # [D, d]
-    out /= np.add.reduceat(weights, starts)[:, None]
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
 def segment_docs(ds: LabelledSet) -> tuple[np.ndarray, np.ndarray, dict, Any]:
@@ -82,7 +71,7 @@ def segment_docs(ds: LabelledSet) -> tuple[np.ndarray, np.ndarray, dict, Any]:
                                                     seg.char_end.tolist())]
     seg_tokens = tokenize_texts(lm, pieces).n_tokens + lm.n_special
     doc_tokens = tokenize_texts(lm, ds.texts).n_tokens  # chunks' specials left out: a lower bound
-    x_seg = documents_from_segments(seg.position, seg.vectors, seg_tokens, len(ds.texts), lm.n_special)
+    x_seg = mean_of_segments(seg.position, seg.vectors, seg_tokens, len(ds.texts), lm.n_special)
     distinct = len(set(pieces))
     cos = np.sum(x_doc * x_seg, axis=1)
     return x_doc, x_seg, {
@@ -193,7 +182,7 @@ def main() -> None:
     t0 = time.perf_counter()
     report: dict[str, Any] = {
         "benchmark": "doc-vectors", "model": status.MODEL_NAME[0], "precision": "fp32",
-        "method": "documents_from_segments: the mean of a document's clause vectors, each weighted by its "
+        "method": "mean_of_segments: the mean of a document's clause vectors, each weighted by its "
                   "content tokens, unit norm; against the model's own chunk-and-average note vector",
         "abstracts": abstracts(),
     }

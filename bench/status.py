@@ -199,7 +199,6 @@ _MODEL: list[Any] = []
 MODEL_NAME = ["multilingual-e5-small"]
 QUICK = [False]  # --quick  # --model: an allowlist name; cache files are per model
 PRECISION = ["fp32"]  # --precision: fp32 (the vectors of status.json) or int8 (the CTranslate2 engine, services/embedder/ct2.py)
-DOCUMENTS = ["encoded"]  # --documents: "segments" makes each document's vector the mean of its clauses' (spec.document_vectors)
 PROMPT: list[str | None] = [None]  # --prompt: the model's prompt before every text (None: its default, E5 'passage')
 
 
@@ -225,12 +224,6 @@ def document_vectors(ds: LabelledSet) -> tuple[np.ndarray, float]:
     """[N, 384] Prisma document vectors (cached by the texts' hash) and the seconds they took."""
     from services.embedder.encoder import embed_texts
 
-    if DOCUMENTS[0] == "segments":  # as a run with document_vectors: "segments" makes them: no pass of their own
-        seg, seconds = segment_vectors(ds)
-        pooled = np.zeros((len(ds.texts), seg.vectors.shape[1]), dtype=np.float32)
-        np.add.at(pooled, seg.position, seg.vectors)
-        pooled /= np.bincount(seg.position, minlength=len(ds.texts))[:, None]
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12), 0.0
     path = CACHE / f"status-{ds.name}-documents-{_cache_key(ds)}.npz"
     if path.exists():
         with np.load(path) as z:
@@ -428,26 +421,19 @@ def main() -> None:
     parser.add_argument("--prompt", default=None,
                         help="the model's prompt before every document and segment (E5: passage, its default, "
                              "or query, which the model card asks for when vectors are used as features)")
-    parser.add_argument("--documents", choices=["encoded", "segments"], default="encoded",
-                        help="document vectors encoded from the text (the default) or the mean of the document's "
-                             "clause vectors (a run's document_vectors: segments); segments writes "
-                             "bench/results/status-documents-segments.json by default, each F1 beside status.json's")
     parser.add_argument("--sets", default="demo,negex", help="which sets to run, comma-separated")
     parser.add_argument("--quick", action="store_true",
                         help="skip the document SAE, the sentence unit and the token SAE (null in the file)")
     args = parser.parse_args()
     MODEL_NAME[0], QUICK[0], PRECISION[0], PROMPT[0] = args.model, args.quick, args.precision, args.prompt
-    DOCUMENTS[0] = args.documents
     if args.precision != "fp32" and args.out == RESULTS:
         args.out = RESULTS.with_name(f"status-{args.precision}.json")
-    if args.documents != "encoded" and args.out == RESULTS:
-        args.out = RESULTS.with_name(f"status-documents-{args.documents}.json")
     variants = [v.strip() for v in args.sensitivity.split(",") if v.strip()]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sets = {"demo": (demo_set, (demo_regex, demo_regex_cues)), "negex": (negex_set, (negex_regex, negex_regex_cues))}
     chosen = [s.strip() for s in args.sets.split(",") if s.strip()]
-    report: dict[str, Any] = {"model": args.model, "precision": args.precision, "documents": args.documents,
+    report: dict[str, Any] = {"model": args.model, "precision": args.precision,
                               "prompt": _model().prompt}
     for name in chosen:
         make, regexes = sets[name]
@@ -457,8 +443,8 @@ def main() -> None:
     report["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(),
                          "torch_threads": torch.get_num_threads()}
     other = "e5" if args.model == "all-MiniLM-L6-v2" else "minilm"
-    if args.precision != "fp32" or args.documents != "encoded":  # beside status.json's figures, method by method
-        report["vs_fp32" if args.precision != "fp32" else "vs_encoded_documents"] = compare_fp32(report, args.model)
+    if args.precision != "fp32":  # beside the fp32 figures of status.json (same model), method by method
+        report["vs_fp32"] = compare_fp32(report, args.model)
     elif args.out.exists():  # the other model's figures stay beside these
         before = json.loads(args.out.read_text())
         if before.get("model", "all-MiniLM-L6-v2") != args.model:

@@ -98,8 +98,9 @@ def demo(
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     n: Annotated[int, typer.Option(help="Number of demo notes.")] = 2000,
     document_vectors: Annotated[str, typer.Option(
-        help="'segments': a note's vector is the mean of its clauses' (the model reads each text once); "
-             "'encoded': the note's text through the model too, as a run does by default.")] = "segments",
+        help="'encoded': each note's text through the model, as a run does by default; 'segments': a "
+             "note's vector is the mean of its clauses' (the model reads each text once, text search is "
+             "weaker).")] = "encoded",
 ) -> None:
     """Generate and import the demo corpus (once), start its pipeline, and serve the dashboard."""
     import asyncio
@@ -123,8 +124,9 @@ def demo(
     ds = _demo_dataset(settings, n)
     key = create_api_key(settings, f"demo-{secrets.token_hex(3)}")
     application = create_app(settings)
-    # Segments: a note's clauses embedded too, so that one mention's status is not averaged away; a note's
-    # vector is the mean of its clauses' (document_vectors: segments), so the model reads each text once.
+    # Segments: a note's clauses embedded too, so that one mention's status is not averaged away. The notes
+    # are encoded whole as well: their vectors from their clauses' would cut the demo's embedding by about
+    # two thirds but lose text search (bench/results/doc-vectors.json), so that is --document-vectors segments.
     body = EmbeddingRunCreate(dataset_id=ds.id, segments=True, document_vectors=document_vectors)
     run, _ = asyncio.run(create_embedding_run(application.state, body, Principal(None, "demo"), None))
     threading.Thread(target=_demo_sae_after, args=(application.state, run.id), daemon=True, name="demo-chain").start()

@@ -204,20 +204,31 @@ def embed_segments(lm: LoadedModel, texts: Sequence[str], *, pooling: str = "mea
     return SegmentVectors(doc, start, end, vectors[found.inverse], n_tokens[found.inverse], len(todo))
 
 
-def documents_from_segments(seg: SegmentVectors, n_docs: int, *, normalize: bool, n_special: int) -> Embedded:
-    """Document vectors as the mean of each document's segment vectors (normalised when `normalize`),
-    for a run whose `document_vectors` is 'segments': the document's text is not read by the model a
-    second time. Its chunks are its segments (their vectors and character spans); a chunk's token
-    span counts that segment's own tokens, laid end to end, so the shard's token count is the
-    segments' (specials included), as a reused shard reads it back."""
-    n_chunks = np.bincount(seg.doc, minlength=n_docs).astype(np.int64)  # [D]
-    if len(n_chunks) != n_docs or (n_chunks == 0).any():
+
+def mean_of_segments(position: np.ndarray, vectors: np.ndarray, n_tokens: np.ndarray, n_docs: int, n_special: int,
+                     *, normalize: bool = True) -> np.ndarray:
+    """float32 [n_docs, d]: each document's vector as the mean of its segments' vectors (rows in
+    document order, every document with one), each weighted by its content tokens (tokens fed less
+    the specials and the prompt), then unit norm when `normalize`: chunk-and-average done with the
+    document's segments, so that every token counts once but is read in its own clause."""
+    weights = np.maximum(n_tokens - n_special, 1).astype(np.float32)  # [S]
+    starts = np.searchsorted(position, np.arange(n_docs))
+    if not len(position) or np.any(np.diff(np.append(starts, len(position))) <= 0):
         raise ValueError("every document needs at least one segment")  # segment_spans gives each one
-    vectors = np.zeros((n_docs, seg.vectors.shape[1]), dtype=np.float32)  # [D, d]
-    np.add.at(vectors, seg.doc, seg.vectors)
-    vectors /= n_chunks[:, None]
+    out = np.add.reduceat(vectors * weights[:, None], starts, axis=0)  # [D, d]
+    out /= np.add.reduceat(weights, starts)[:, None]
     if normalize:
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+    return out.astype(np.float32, copy=False)
+
+
+def documents_from_segments(seg: SegmentVectors, n_docs: int, *, normalize: bool, n_special: int) -> Embedded:
+    """A run's documents when its `document_vectors` is 'segments': `mean_of_segments`, so the
+    document's text is not read by the model a second time. Its chunks are its segments (their
+    vectors and character spans); a chunk's token span counts that segment's own tokens, laid end to
+    end, so the shard's token count is the segments' (specials included), as a reused shard reads it."""
+    vectors = mean_of_segments(seg.doc, seg.vectors, seg.n_tokens, n_docs, n_special, normalize=normalize)
+    n_chunks = np.bincount(seg.doc, minlength=n_docs).astype(np.int64)  # [D]
     length = np.maximum(seg.n_tokens - n_special, 0).astype(np.int64)  # [S]
     end = np.cumsum(length)
     first = np.concatenate([[0], np.cumsum(n_chunks)[:-1]])  # each document's first row

@@ -1,5 +1,5 @@
 """A run whose `document_vectors` is 'segments': each document's vector is the mean of its segments'
-vectors (the document text is not read by the model a second time), its chunks are its segments,
+vectors, each weighted by its content tokens (the document text is not read by the model a second time), its chunks are its segments,
 a resumed run reuses its shards, and a spec asking for it without segments is refused by name."""
 
 from __future__ import annotations
@@ -52,9 +52,16 @@ def test_documents_are_the_mean_of_their_segments(
     docs = _array(store, pooled.shards)
     seg, position = _array(store, pooled.segments, "vectors"), _array(store, pooled.segments, "position")
     assert docs.shape == (4, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-5)
-    for d in range(4):  # float16 segment files: the mean of the stored rows, renormalised, to their rounding
-        mean = seg[position == d].astype(np.float32).mean(axis=0)
+    # chunks are the segments, their token spans each segment's content tokens: the weights
+    weights = (_array(store, pooled.chunks, "token_end") - _array(store, pooled.chunks, "token_start")).clip(1)
+    assert np.all(weights > 1)
+    for d in range(4):  # float16 segment files: the weighted mean of the stored rows, renormalised, to their rounding
+        rows = position == d
+        mean = (seg[rows].astype(np.float32) * weights[rows, None]).sum(axis=0) / weights[rows].sum()
         assert np.allclose(docs[d], mean / np.linalg.norm(mean), atol=2e-3)
+        if rows.sum() > 1:  # not the plain mean: a long clause weighs more than "Torace:"
+            plain = seg[rows].astype(np.float32).mean(axis=0)
+            assert not np.allclose(docs[d], plain / np.linalg.norm(plain), atol=2e-3)
     # the segments are the very ones an encoded run stores; the documents differ from the encoded ones
     assert np.array_equal(seg, _array(store, encoded.segments, "vectors"))
     cos = (docs * _array(store, encoded.shards)).sum(axis=1)
