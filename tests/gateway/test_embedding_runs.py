@@ -84,5 +84,7 @@ async def test_documents_from_their_segments_through_the_api(app, client, auth) 
     assert again.status_code == 200 and again.json()["id"] == run["id"]
     encoded = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "segments": True}, headers=auth)
     assert encoded.status_code == 202 and encoded.json()["id"] != run["id"]
-    plain = (await client.get(f"/embedding-runs/{encoded.json()['id']}", headers=auth)).text
+    done = await wait_done(client, auth, f"/api/v1/embedding-runs/{encoded.json()['id']}", timeout=120)
+    assert done["status"] == "succeeded", done
+    plain = (await client.get(f"/embedding-runs/{done['id']}", headers=auth)).text
     assert "Document vectors" not in plain
