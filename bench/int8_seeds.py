@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -28,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import status  # noqa: E402  (puts the repository on sys.path)
 
 OUT = status.RESULTS.with_name("int8-seeds.json")
+ISA_CAPS = ("PRISMA_CPU_NATIVE_BF16", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS",
+            "MKL_ENABLE_INSTRUCTIONS", "CT2_FORCE_CPU_ISA")  # set: an AVX2-only CPU's kernels, emulated
 T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
         11: 2.20, 12: 2.18, 14: 2.14, 19: 2.09}
 
@@ -66,7 +69,8 @@ def main() -> None:
                     "command": " ".join(["python bench/int8_seeds.py", *sys.argv[1:]]),
                     "model": status.MODEL_NAME[0], "bar": "mean paired difference (int8 - fp32) >= -0.01",
                     "machine": {"platform": platform.platform(), "processor": _cpu(),
-                                "torch_threads": args.threads}}
+                                "torch_threads": args.threads,
+                                "isa_caps": {k: os.environ.get(k) for k in ISA_CAPS}}}
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
         rows = {}
         for precision in ("fp32", "int8"):
