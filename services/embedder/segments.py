@@ -204,7 +204,6 @@ def embed_segments(lm: LoadedModel, texts: Sequence[str], *, pooling: str = "mea
     return SegmentVectors(doc, start, end, vectors[found.inverse], n_tokens[found.inverse], len(todo))
 
 
-
 def mean_of_segments(position: np.ndarray, vectors: np.ndarray, n_tokens: np.ndarray, n_docs: int, n_special: int,
                      *, normalize: bool = True) -> np.ndarray:
     """float32 [n_docs, d]: each document's vector as the mean of its segments' vectors (rows in
