@@ -20,6 +20,11 @@ def embed(
     pooling: Annotated[str, typer.Option(help="mean | mean_content | cls")] = "mean",
     max_length: Annotated[int | None, typer.Option(help="Override the model's window (tokens).")] = None,
     shard_size: Annotated[int, typer.Option(help="Documents per checkpointed shard.")] = 2048,
+    segments: Annotated[str, typer.Option(
+        help="none | clause | sentence: embed every segment too (what clause probes and SEGMENT(...) read).")] = "none",
+    document_vectors: Annotated[str, typer.Option(
+        help="encoded | segments: each document through the model, or the mean of its segments' vectors "
+             "(needs --segments; faster, weaker text search).")] = "encoded",
 ) -> None:
     """Embed DATASET (chunk-and-average), with a progress bar; resumes an interrupted run."""
     import asyncio
@@ -30,9 +35,22 @@ def embed(
     from gateway.domain.runs.embedding import create_embedding_run
     from gateway.domain.runs.errors import RunInputError
 
+    from pydantic import ValidationError
+
+    if segments not in ("none", "clause", "sentence"):
+        console.print(f"[red]refused:[/] --segments: {segments!r} is not one of none, clause, sentence")
+        raise typer.Exit(2)
+    unit = {"segment_unit": segments} if segments != "none" else {}
+    try:
+        body = EmbeddingRunCreate(dataset_id=dataset, model=model, pooling=pooling, max_length=max_length,
+                                  shard_size=shard_size, segments=segments != "none",
+                                  document_vectors=document_vectors, **unit)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        console.print(f"[red]refused:[/] {'.'.join(map(str, first['loc']))}: {first['msg'].removeprefix('Value error, ')}")
+        raise typer.Exit(2) from None
     settings = get_settings()
     application = create_app(settings, configure_logs=False)
-    body = EmbeddingRunCreate(dataset_id=dataset, model=model, pooling=pooling, max_length=max_length, shard_size=shard_size)
     try:
         run, created = asyncio.run(create_embedding_run(application.state, body, Principal(None, "cli"), None))
     except RunInputError as exc:
