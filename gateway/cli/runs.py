@@ -29,25 +29,16 @@ def embed(
     """Embed DATASET (chunk-and-average), with a progress bar; resumes an interrupted run."""
     import asyncio
 
-    from contracts.runs import EmbeddingRunCreate
     from gateway.app import create_app
     from gateway.domain.auth.service import Principal
-    from gateway.domain.runs.embedding import create_embedding_run
+    from gateway.domain.runs.embedding import create_embedding_run, embedding_request
     from gateway.domain.runs.errors import RunInputError
 
-    from pydantic import ValidationError
-
-    if segments not in ("none", "clause", "sentence"):
-        console.print(f"[red]refused:[/] --segments: {segments!r} is not one of none, clause, sentence")
-        raise typer.Exit(2)
-    unit = {"segment_unit": segments} if segments != "none" else {}
     try:
-        body = EmbeddingRunCreate(dataset_id=dataset, model=model, pooling=pooling, max_length=max_length,
-                                  shard_size=shard_size, segments=segments != "none",
-                                  document_vectors=document_vectors, **unit)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        console.print(f"[red]refused:[/] {'.'.join(map(str, first['loc']))}: {first['msg'].removeprefix('Value error, ')}")
+        body = embedding_request(dataset, model=model, pooling=pooling, max_length=max_length, shard_size=shard_size,
+                                 segments=segments, segments_field="--segments", document_vectors=document_vectors)
+    except RunInputError as exc:
+        console.print(f"[red]refused:[/] {exc.message}")
         raise typer.Exit(2) from None
     settings = get_settings()
     application = create_app(settings, configure_logs=False)

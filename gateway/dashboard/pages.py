@@ -8,12 +8,10 @@ from urllib.parse import urlparse
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
-from pydantic import ValidationError
 
-from contracts.runs import EmbeddingRunCreate
 from gateway.dashboard.charts import Bar, bar_chart_svg
 from gateway.domain.runs import repo as run_repo
-from gateway.domain.runs.embedding import create_embedding_run
+from gateway.domain.runs.embedding import create_embedding_run, embedding_request
 from gateway.domain.runs.errors import RunInputError
 
 from gateway.api.v1.datasets import listed_document, receive_and_import
@@ -167,19 +165,11 @@ async def start_embedding(
 ) -> Response:
     check_csrf(request, csrf_token)
     try:
-        if segments not in ("none", "clause", "sentence"):
-            raise RunInputError(f"segments: {segments!r} is not one of 'none', 'clause', 'sentence'", field="segments")
-        unit = {"segment_unit": segments} if segments != "none" else {}
-        body = EmbeddingRunCreate(dataset_id=dataset_id, model=model.strip() or "default", pooling=pooling,
-                                  segments=segments != "none", document_vectors=document_vectors, **unit)
+        body = embedding_request(dataset_id, model=model.strip() or "default", pooling=pooling, segments=segments,
+                                 document_vectors=document_vectors)
         run, _ = await create_embedding_run(request.app.state, body, principal, rid)
-    except (RunInputError, ValidationError) as exc:
-        if isinstance(exc, RunInputError):
-            message = exc.message
-        else:  # the field's name first: "document_vectors: 'segments' makes ..."
-            first = exc.errors()[0]
-            message = f"{'.'.join(map(str, first['loc']))}: {first['msg'].removeprefix('Value error, ')}"
-        return render(request, "partials/_flash.html", {"error": message}, status_code=422)
+    except RunInputError as exc:  # its message starts with the field: "document_vectors: 'segments' makes ..."
+        return render(request, "partials/_flash.html", {"error": exc.message}, status_code=422)
     return Response(status_code=200, headers={"HX-Redirect": f"/embedding-runs/{run.id}"})
 
 

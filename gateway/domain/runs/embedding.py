@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from contracts.embed import EmbedJobPayload, EmbedJobResult, EmbeddingRunSpec
 from contracts.model_allowlist import ModelNotAllowed, resolve_allowed
@@ -29,6 +29,26 @@ class EmbeddingRunJob(BaseModel):
     """The gateway job: which run to compute (everything else is in the run's row)."""
 
     run_id: int
+
+
+SEGMENT_CHOICES = ("none", "clause", "sentence")
+
+
+def embedding_request(dataset_id: int, *, segments: str = "none", segments_field: str = "segments",
+                      **spec: Any) -> EmbeddingRunCreate:
+    """The run a form or the command line asks for, its segments as one choice (none, or the unit);
+    a refused choice or spec is a RunInputError whose message starts with the field's name
+    (`segments_field`: how the caller's user spells that one, e.g. '--segments')."""
+    if segments not in SEGMENT_CHOICES:
+        raise RunInputError(f"{segments_field}: {segments!r} is not one of {', '.join(SEGMENT_CHOICES)}",
+                            field="segments")
+    unit = {} if segments == "none" else {"segment_unit": segments}
+    try:
+        return EmbeddingRunCreate(dataset_id=dataset_id, segments=segments != "none", **unit, **spec)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"]))
+        raise RunInputError(f"{field}: {first['msg'].removeprefix('Value error, ')}", field=field) from None
 
 
 def check_allowed_model(name: str | None, *, field: str) -> None:
