@@ -1,8 +1,8 @@
-"""Fixtures of the gateway's permission tests (test_permissions.py, test_roles.py)."""
+"""Fixtures of the gateway's permission tests (test_permissions.py, test_roles.py), and the command line's."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -38,3 +38,25 @@ async def clients(role_app, world: World) -> AsyncIterator[dict[str, httpx.Async
     yield made
     for c in made.values():
         await c.aclose()
+
+
+@pytest.fixture
+def prisma_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., object]]:
+    """`prisma ARGS...` through typer's CliRunner, in embedded mode on a fresh data directory
+    (tmp_path / "data"); its SQLite engine is disposed afterwards (other engines stay cached)."""
+    from typer.testing import CliRunner
+
+    from gateway.cli import app as cli
+    from gateway.config import get_settings
+    from gateway.db import get_engine
+
+    for var in ("DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PRISMA_DATA_DIR", str(tmp_path / "data"))
+    get_settings.cache_clear()
+    runner = CliRunner()
+    try:
+        yield lambda *args: runner.invoke(cli, list(args))
+    finally:
+        get_engine(get_settings().sqlalchemy_url).dispose()
+        get_settings.cache_clear()

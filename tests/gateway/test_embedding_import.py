@@ -243,31 +243,16 @@ def test_rows_are_matched_by_any_id_column() -> None:
         match_ids(pa.array(["a", "b"]), "external_id", no_ids)
 
 
-def test_cli_imports_embeddings(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_cli_imports_embeddings(tmp_path, prisma_cli) -> None:  # noqa: ANN001
     """`prisma embeddings import DATASET FILE`: the same checks and run as the API, exit 2 when refused."""
-    from typer.testing import CliRunner
-
-    from gateway.cli import app as cli
-    from gateway.config import get_settings
-    from gateway.db import get_engine
-
-    for var in ("DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PRISMA_DATA_DIR", str(tmp_path / "data"))
-    get_settings.cache_clear()
-    try:
-        notes = tmp_path / "notes.csv"
-        notes.write_text("id,text\n" + "".join(f"N{i},visita {i} per tosse\n" for i in range(N)))
-        runner = CliRunner()
-        assert runner.invoke(cli, ["datasets", "import", str(notes), "--id-column", "id"]).exit_code == 0
-        good, bad = tmp_path / "v.parquet", tmp_path / "bad.npy"
-        good.write_bytes(parquet([f"N{i}" for i in range(N)], unit_vectors()))
-        bad.write_bytes(npy(unit_vectors()[:30]))
-        refused = runner.invoke(cli, ["embeddings", "import", "1", str(bad)])
-        assert refused.exit_code == 2 and "30 rows" in refused.output
-        done = runner.invoke(cli, ["embeddings", "import", "1", str(good), "--name", "e5"])
-        assert done.exit_code == 0, done.output
-        assert "embedding run 1 (imported:e5): 40 vectors of dimension 384" in done.output
-    finally:
-        get_engine(get_settings().sqlalchemy_url).dispose()  # this test's SQLite file; other engines stay cached
-        get_settings.cache_clear()
+    notes = tmp_path / "notes.csv"
+    notes.write_text("id,text\n" + "".join(f"N{i},visita {i} per tosse\n" for i in range(N)))
+    assert prisma_cli("datasets", "import", str(notes), "--id-column", "id").exit_code == 0
+    good, bad = tmp_path / "v.parquet", tmp_path / "bad.npy"
+    good.write_bytes(parquet([f"N{i}" for i in range(N)], unit_vectors()))
+    bad.write_bytes(npy(unit_vectors()[:30]))
+    refused = prisma_cli("embeddings", "import", "1", str(bad))
+    assert refused.exit_code == 2 and "30 rows" in refused.output
+    done = prisma_cli("embeddings", "import", "1", str(good), "--name", "e5")
+    assert done.exit_code == 0, done.output
+    assert "embedding run 1 (imported:e5): 40 vectors of dimension 384" in done.output

@@ -177,51 +177,36 @@ async def test_imported_segments_train_an_sae_as_embedded_ones_do(app, client, a
         [(i["position"], i["segment"]) for i in hits[1].json()["items"]]
 
 
-def test_cli_imports_segments(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_cli_imports_segments(tmp_path, prisma_cli) -> None:  # noqa: ANN001
     """`prisma embeddings import DATASET FILE --segments S.npz`: stored, a document without segments gets
     its whole text and its own vector; a bad segments file exits 2 naming the field, nothing stored."""
-    from typer.testing import CliRunner
-
-    from gateway.cli import app as cli
-    from gateway.config import get_settings
-    from gateway.db import get_engine
-
-    for var in ("DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PRISMA_DATA_DIR", str(tmp_path / "data"))
-    get_settings.cache_clear()
-    try:
-        texts = [f"Visita {i} per tosse. Febbre alta da {i} giorni.\nSaturazione 97%" for i in range(N)]
-        notes = tmp_path / "notes.csv"
-        notes.write_text("id,text\n" + "".join(f'N{i},"{t}"\n' for i, t in enumerate(texts)))
-        runner = CliRunner()
-        assert runner.invoke(cli, ["datasets", "import", str(notes), "--id-column", "id"]).exit_code == 0
-        doc, start, end = segment_spans(texts)
-        keep = doc != 7  # document N7 has no segment in the file
-        x, v = unit_vectors(), unit_vectors(len(doc), seed=2)
-        docs, segs, bad = tmp_path / "v.npy", tmp_path / "s.npz", tmp_path / "bad.npz"
-        docs.write_bytes(npy(x))
-        segs.write_bytes(seg_npz(external_id=np.array([f"N{i}" for i in doc[keep]]), char_start=start[keep],
-                                 char_end=end[keep], vectors=v[keep]))
-        bad.write_bytes(seg_npz(position=doc, char_start=start, char_end=end + 1000, vectors=v))
-        refused = runner.invoke(cli, ["embeddings", "import", "1", str(docs), "--segments", str(bad)])
-        assert refused.exit_code == 2 and "segments.char_end" in refused.output and "past the end" in refused.output
-        assert not (tmp_path / "data/artifacts/embedding-runs").exists() or \
-            not any((tmp_path / "data/artifacts/embedding-runs").rglob("*.np*"))
-        done = runner.invoke(cli, ["embeddings", "import", "1", str(docs), "--segments", str(segs)])
-        assert done.exit_code == 0, done.output
-        assert "embedding run 1" in done.output and f"{keep.sum()} imported" in done.output
-        assert "1 documents without any" in done.output
-        (shard,) = (tmp_path / "data/artifacts/embedding-runs/1/segments").glob("shard-*.npz")
-        with np.load(shard) as z:
-            stored = {k: z[k] for k in z.files}
-        assert stored["vectors"].dtype == np.float16 and stored["vectors"].shape == (keep.sum() + 1, D)
-        assert stored["position"].tolist() == sorted([*doc[keep].tolist(), 7])  # N7 filled in its place
-        (row,) = np.flatnonzero(stored["position"] == 7)
-        assert (stored["char_start"][row], stored["char_end"][row]) == (0, len(texts[7]))
-        np.testing.assert_allclose(stored["vectors"][row], x[7], atol=1e-3)
-        mine = np.flatnonzero(stored["position"] == 3)
-        np.testing.assert_allclose(stored["vectors"][mine], v[doc == 3], atol=1e-3)
-    finally:
-        get_engine(get_settings().sqlalchemy_url).dispose()
-        get_settings.cache_clear()
+    texts = [f"Visita {i} per tosse. Febbre alta da {i} giorni.\nSaturazione 97%" for i in range(N)]
+    notes = tmp_path / "notes.csv"
+    notes.write_text("id,text\n" + "".join(f'N{i},"{t}"\n' for i, t in enumerate(texts)))
+    assert prisma_cli("datasets", "import", str(notes), "--id-column", "id").exit_code == 0
+    doc, start, end = segment_spans(texts)
+    keep = doc != 7  # document N7 has no segment in the file
+    x, v = unit_vectors(), unit_vectors(len(doc), seed=2)
+    docs, segs, bad = tmp_path / "v.npy", tmp_path / "s.npz", tmp_path / "bad.npz"
+    docs.write_bytes(npy(x))
+    segs.write_bytes(seg_npz(external_id=np.array([f"N{i}" for i in doc[keep]]), char_start=start[keep],
+                             char_end=end[keep], vectors=v[keep]))
+    bad.write_bytes(seg_npz(position=doc, char_start=start, char_end=end + 1000, vectors=v))
+    refused = prisma_cli("embeddings", "import", "1", str(docs), "--segments", str(bad))
+    assert refused.exit_code == 2 and "segments.char_end" in refused.output and "past the end" in refused.output
+    assert not (tmp_path / "data/artifacts/embedding-runs").exists() or \
+        not any((tmp_path / "data/artifacts/embedding-runs").rglob("*.np*"))
+    done = prisma_cli("embeddings", "import", "1", str(docs), "--segments", str(segs))
+    assert done.exit_code == 0, done.output
+    assert "embedding run 1" in done.output and f"{keep.sum()} imported" in done.output
+    assert "1 documents without any" in done.output
+    (shard,) = (tmp_path / "data/artifacts/embedding-runs/1/segments").glob("shard-*.npz")
+    with np.load(shard) as z:
+        stored = {k: z[k] for k in z.files}
+    assert stored["vectors"].dtype == np.float16 and stored["vectors"].shape == (keep.sum() + 1, D)
+    assert stored["position"].tolist() == sorted([*doc[keep].tolist(), 7])  # N7 filled in its place
+    (row,) = np.flatnonzero(stored["position"] == 7)
+    assert (stored["char_start"][row], stored["char_end"][row]) == (0, len(texts[7]))
+    np.testing.assert_allclose(stored["vectors"][row], x[7], atol=1e-3)
+    mine = np.flatnonzero(stored["position"] == 3)
+    np.testing.assert_allclose(stored["vectors"][mine], v[doc == 3], atol=1e-3)

@@ -90,32 +90,17 @@ async def test_documents_from_their_segments_through_the_api(app, client, auth) 
     assert "Document vectors" not in plain
 
 
-def test_cli_embeds_with_segments_and_refuses_by_name(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_cli_embeds_with_segments_and_refuses_by_name(tmp_path, prisma_cli) -> None:  # noqa: ANN001
     """`prisma embed DATASET --segments clause --document-vectors segments`: the run the API would make;
     a spec it refuses exits 2 naming the option or field."""
-    from typer.testing import CliRunner
-
-    from gateway.cli import app as cli
-    from gateway.config import get_settings
-    from gateway.db import get_engine
-
-    for var in ("DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PRISMA_DATA_DIR", str(tmp_path / "data"))
-    get_settings.cache_clear()
-    try:
-        notes = tmp_path / "notes.csv"
-        notes.write_text("id,text\n" + "".join(f"N{i},Tosse da {i} giorni. Torace: MV fisiologico.\n" for i in range(5)))
-        runner = CliRunner()
-        assert runner.invoke(cli, ["datasets", "import", str(notes), "--id-column", "id"]).exit_code == 0
-        refused = runner.invoke(cli, ["embed", "1", "--document-vectors", "segments"])
-        assert refused.exit_code == 2 and "document_vectors: 'segments'" in refused.output, refused.output
-        unknown = runner.invoke(cli, ["embed", "1", "--segments", "words"])
-        assert unknown.exit_code == 2 and "--segments: 'words'" in unknown.output
-        done = runner.invoke(cli, ["embed", "1", "--segments", "clause", "--document-vectors", "segments"])
-        assert done.exit_code == 0, done.output
-        # a document's chunks are its segments ("Tosse da i giorni." "Torace:" "MV fisiologico."), not one chunk each
-        assert "done: 5 documents, 15 chunks" in done.output
-    finally:
-        get_engine(get_settings().sqlalchemy_url).dispose()
-        get_settings.cache_clear()
+    notes = tmp_path / "notes.csv"
+    notes.write_text("id,text\n" + "".join(f"N{i},Tosse da {i} giorni. Torace: MV fisiologico.\n" for i in range(5)))
+    assert prisma_cli("datasets", "import", str(notes), "--id-column", "id").exit_code == 0
+    refused = prisma_cli("embed", "1", "--document-vectors", "segments")
+    assert refused.exit_code == 2 and "document_vectors: 'segments'" in refused.output, refused.output
+    unknown = prisma_cli("embed", "1", "--segments", "words")
+    assert unknown.exit_code == 2 and "--segments: 'words'" in unknown.output
+    done = prisma_cli("embed", "1", "--segments", "clause", "--document-vectors", "segments")
+    assert done.exit_code == 0, done.output
+    # a document's chunks are its segments ("Tosse da i giorni." "Torace:" "MV fisiologico."), not one chunk each
+    assert "done: 5 documents, 15 chunks" in done.output
