@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import platform
 import statistics
 import sys
@@ -27,12 +26,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import status  # noqa: E402  (puts the repository on sys.path)
+from bench.demo import cpu_report  # noqa: E402
 
 OUT = status.RESULTS.with_name("int8-seeds.json")
-ISA_CAPS = ("PRISMA_CPU_NATIVE_BF16", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS",
-            "MKL_ENABLE_INSTRUCTIONS", "CT2_FORCE_CPU_ISA")  # set: an AVX2-only CPU's kernels, emulated
-T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
-        11: 2.20, 12: 2.18, 14: 2.14, 19: 2.09}
 
 
 def vectors(name: str, precision: str) -> tuple:
@@ -51,8 +47,10 @@ def interval(diffs: list[float]) -> dict:
     mean = statistics.fmean(diffs)
     if n < 2:
         return {"mean": round(mean, 4)}
+    from scipy.stats import t as student_t
+
     sd = statistics.stdev(diffs)
-    t = T975.get(n - 1, 2.0)
+    t = float(student_t.ppf(0.975, n - 1))
     half = t * sd / math.sqrt(n)
     return {"mean": round(mean, 4), "sd": round(sd, 4), "ci95": [round(mean - half, 4), round(mean + half, 4)]}
 
@@ -68,9 +66,7 @@ def main() -> None:
     report: dict = {"benchmark": "int8 vs fp32 clause probe over SAE seeds (issue #29's quality bar)",
                     "command": " ".join(["python bench/int8_seeds.py", *sys.argv[1:]]),
                     "model": status.MODEL_NAME[0], "bar": "mean paired difference (int8 - fp32) >= -0.01",
-                    "machine": {"platform": platform.platform(), "processor": _cpu(),
-                                "torch_threads": args.threads,
-                                "isa_caps": {k: os.environ.get(k) for k in ISA_CAPS}}}
+                    "machine": {"platform": platform.platform(), **cpu_report(args.threads)}}
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
         rows = {}
         for precision in ("fp32", "int8"):
@@ -96,13 +92,6 @@ def main() -> None:
         report[name]["bar_met"] = report[name]["difference"]["mean"] >= -0.01
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v.get("difference") for k, v in report.items() if isinstance(v, dict) and "difference" in v}))
-
-
-def _cpu() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor()
 
 
 if __name__ == "__main__":
