@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 import pytest
@@ -171,45 +170,32 @@ async def test_the_concept_form_is_an_editors_and_sees_no_other_projects_run(wor
     assert "does not exist" in answers[0][1]
 
 
-def test_cli_creates_users_projects_members_and_keys(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    from typer.testing import CliRunner
-
-    from gateway.cli import app as cli
+def test_cli_creates_users_projects_members_and_keys(prisma_cli) -> None:  # noqa: ANN001
     from gateway.config import get_settings
-    from gateway.db import get_engine
     from gateway.domain.auth.service import verify_key
 
-    for var in ("DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PRISMA_DATA_DIR", str(tmp_path / "data"))
-    get_settings.cache_clear()
-    runner = CliRunner()
-    try:
-        assert runner.invoke(cli, ["project", "create", "ward"]).exit_code == 0
-        made = runner.invoke(cli, ["user", "create", "anna", "--role", "viewer", "--project", "ward"])
-        assert made.exit_code == 0, made.output
-        assert runner.invoke(cli, ["user", "create", "anna"]).exit_code == 2  # taken
-        assert runner.invoke(cli, ["user", "create", "bob", "--role", "root"]).exit_code == 2
-        assert runner.invoke(cli, ["user", "create", "bob", "--role", "editor"]).exit_code == 0
-        assert runner.invoke(cli, ["project", "add-member", "ward", "bob"]).exit_code == 0
-        assert runner.invoke(cli, ["project", "add-member", "ward", "nobody"]).exit_code == 2
-        listed = runner.invoke(cli, ["project", "list"]).output
-        assert re.search(r"ward\tanna,bob", listed), listed
-        key = runner.invoke(cli, ["apikey", "create", "--name", "bob-ro", "--user", "bob", "--read-only",
-                                  "--expires", "2999-01-01"])
-        assert key.exit_code == 0, key.output
-        plain = key.stdout.strip().splitlines()[-1]
-        from gateway.db import session_factory
+    assert prisma_cli("project", "create", "ward").exit_code == 0
+    made = prisma_cli("user", "create", "anna", "--role", "viewer", "--project", "ward")
+    assert made.exit_code == 0, made.output
+    assert prisma_cli("user", "create", "anna").exit_code == 2  # taken
+    assert prisma_cli("user", "create", "bob", "--role", "root").exit_code == 2
+    assert prisma_cli("user", "create", "bob", "--role", "editor").exit_code == 0
+    assert prisma_cli("project", "add-member", "ward", "bob").exit_code == 0
+    assert prisma_cli("project", "add-member", "ward", "nobody").exit_code == 2
+    listed = prisma_cli("project", "list").output
+    assert re.search(r"ward\tanna,bob", listed), listed
+    key = prisma_cli("apikey", "create", "--name", "bob-ro", "--user", "bob", "--read-only",
+                     "--expires", "2999-01-01")
+    assert key.exit_code == 0, key.output
+    plain = key.stdout.strip().splitlines()[-1]
+    from gateway.db import session_factory
 
-        factory = session_factory(get_settings().sqlalchemy_url)
-        with factory() as session:
-            principal = verify_key(session, plain)
-            assert principal.role == "editor" and principal.read_only and len(principal.project_ids) == 1
-        assert "bob-ro" in runner.invoke(cli, ["apikey", "revoke", "bob-ro"]).output
-        with factory() as session:
-            assert verify_key(session, plain) is None
-        assert "read-only" in runner.invoke(cli, ["apikey", "list"]).output
-        assert runner.invoke(cli, ["apikey", "revoke", "nope"]).exit_code == 2
-    finally:
-        get_engine(get_settings().sqlalchemy_url).dispose()
-        get_settings.cache_clear()
+    factory = session_factory(get_settings().sqlalchemy_url)
+    with factory() as session:
+        principal = verify_key(session, plain)
+        assert principal.role == "editor" and principal.read_only and len(principal.project_ids) == 1
+    assert "bob-ro" in prisma_cli("apikey", "revoke", "bob-ro").output
+    with factory() as session:
+        assert verify_key(session, plain) is None
+    assert "read-only" in prisma_cli("apikey", "list").output
+    assert prisma_cli("apikey", "revoke", "nope").exit_code == 2
