@@ -41,25 +41,46 @@ def test_distinct_names_keeps_the_best_holder_and_moves_the_others_to_a_free_rel
     assert shared_fraction(labels, {1, 2, 5}) == 0.0 and shared_fraction(labels, {1, 2, 3, 5}) == 0.5
 
 
-def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app) -> None:  # noqa: ANN001
+def test_a_name_that_does_not_hold_gives_way_to_an_alternative_that_does() -> None:
+    """Feature 1's own name holds at no activation, its alternative "bronchiolite" does (score 0.97): it shows that
+    alternative and, scoring higher, takes the name from feature 2, which has no free phrase left. Feature 3's
+    alternative is taken by then: it keeps its unreliable name (no change). Feature 4 has no reliable alternative."""
+    alt = lambda label, score=0.8, ok=True: {"label": label, "score": score, "threshold": 0.1, "reliable": ok}  # noqa: E731
+    choices = [NameChoice(1, "bronchiolite acuta", 0.97, False, None,
+                          [alt("diagnosi", 0.99, False), alt("bronchiolite", 0.97), alt("bronchiolite in atto", 0.90)]),
+               NameChoice(2, "bronchiolite", 0.81, True, 0.05, [alt("faringotonsillite", ok=False)]),
+               NameChoice(3, "bronchiolite acuta", 0.88, False, None, [alt("bronchiolite", 0.88)]),
+               NameChoice(4, "verosimile", 0.81, False, None, [alt("verosimile bronchiolite", 0.6, False)])]
+    changes = distinct_names(choices)
+    assert changes == {1: alt("bronchiolite", 0.97), 2: None}
+    # the highest-scoring reliable alternative is the one shown, not the first listed
+    assert distinct_names([NameChoice(5, "x y", 0.9, False, None, [alt("x", 0.7), alt("y", 0.85)])]) == {5: alt("y", 0.85)}
+
+
+@pytest.mark.anyio
+async def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app, client, auth) -> None:  # noqa: ANN001
     store, factory = app.state.store, app.state.factory
     with session_scope(factory) as session:
         ds = add_stub_dataset(session, name="notes", n_documents=4)
-        run_id = add_coded_sae_run(session, store, dataset_id=ds.id, codes=sp.random(4, 5, density=0.5)).id
+        run_id = add_coded_sae_run(session, store, dataset_id=ds.id, codes=sp.random(4, 6, density=0.5)).id
+    guess = named(5, "verosimile", 0.85, [Alternative(label="verosimile bronchiolite", score=0.84, threshold=0.3,
+                                                       reliable=True, precision_curve=ACUTA_CURVE)])
+    guess.interpretations[0].reliable, guess.interpretations[0].threshold = False, None
+    guess.interpretations[0].unreliable_reason = "at no activation do its words occur in 80 % of the segments it fires on"
     records = [named(0, "bronchiolite", 0.9, []),
                named(1, "bronchiolite", 0.8, [Alternative(label="bronchiolite acuta", score=0.78, threshold=0.3,
                                                           reliable=True, precision_curve=ACUTA_CURVE)]),
                named(2, "bronchiolite", 0.7, []),
                FeatureInterpretations(feature=3, n_activating=2, skipped="feature 3 fires on 2 documents (< 4)"),
                FeatureInterpretations(feature=4, n_activating=50, skipped="no name: keywords: "
-                                      "no phrase separates its strongest segments")]
+                                      "no phrase separates its strongest segments"), guess]
     shard = store.write_bytes(f"sae-runs/{run_id}/interpret/shard-00000.jsonl",
                               "".join(r.model_dump_json() + "\n" for r in records).encode(), kind="interpretations")
-    result = InterpretRunResult(run_id=run_id, n_features=5, n_named=3, n_skipped=2, shards=[shard], seconds=1.0,
+    result = InterpretRunResult(run_id=run_id, n_features=6, n_named=4, n_skipped=2, shards=[shard], seconds=1.0,
                                 features_per_min=300.0)
     interpret.record_interpretations(SimpleNamespace(factory=factory, store=store), run_id, result)
     with session_scope(factory) as session:
-        rows = feature_repo.features_by_index(session, sae_run_id=run_id, indices=[0, 1, 2, 3, 4])
+        rows = feature_repo.features_by_index(session, sae_run_id=run_id, indices=[0, 1, 2, 3, 4, 5])
         shown = {i: (best.label, best.reliable, best.threshold) if best else f.skip_reason
                  for i, (f, best) in rows.items()}
         assert rows[1][1].evidence["replaced_label"] == "bronchiolite"
@@ -71,6 +92,15 @@ def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app) -> N
     assert shown[1] == ("bronchiolite acuta", True, 0.3)
     assert shown[2] == ("bronchiolite", False, 0.2)  # no phrase of its own left: shown as unreliable
     assert shown[3] == "feature 3 fires on 2 documents (< 4)" and shown[4].startswith("no name: keywords")
+    # a name that holds nowhere gives way to its alternative that holds, saying why
+    assert shown[5] == ("verosimile bronchiolite", True, 0.3)
+    assert rows[5][1].evidence["replaced_label"] == "verosimile"
+    assert rows[5][1].evidence["replaced_reason"].startswith("at no activation")
+    assert rows[5][1].evidence["unreliable_reason"] is None
+    page = (await client.get(f"/sae-runs/{run_id}/features/5", headers=auth)).text
+    assert ("Shown instead of “verosimile”, a name that does not hold: at no activation do its words occur in 80 % "
+            "of the segments it fires on.") in page
+    assert "one meaning per name" in (await client.get(f"/sae-runs/{run_id}/features/1", headers=auth)).text
 
 
 @pytest.mark.anyio

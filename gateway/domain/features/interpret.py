@@ -162,7 +162,8 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
     """One meaning per name (gateway/domain/features/names.py): where reliable features of the run show the
     same name, all but the one it holds best show their first free reliable alternative (the shown row's label,
     scores, threshold and precision curve become the alternative's; the name it replaced stays in its evidence), or keep the
-    name marked unreliable. Returns how many features changed."""
+    name marked unreliable; a feature whose own name does not hold shows its best reliable alternative where one is
+    free (the reason its name failed kept as `replaced_reason`). Returns how many features changed."""
     rows = search_repo.named_features(session, sae_run_id=sae_run_id)
     by_feature = {f.index: i for f, i in rows}
     choices = [NameChoice(f.index, i.label, i.score, i.reliable, i.threshold, list((i.evidence or {}).get("alternatives") or []))
@@ -176,6 +177,8 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
             evidence["shared_name"], evidence["unreliable_reason"] = True, SHARED_NAME
         else:
             evidence["replaced_label"] = interp.label
+            if not interp.reliable:  # its own name did not hold (an alternative did): say why it was replaced
+                evidence["replaced_reason"] = evidence.get("unreliable_reason")
             evidence["alternatives"] = [a for a in evidence.get("alternatives") or [] if a["label"] != alt["label"]]
             evidence["score_near_miss"] = alt.get("score_near_miss")
             # the curve the shown threshold was read from (names recorded before alternatives had one: none)

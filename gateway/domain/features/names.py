@@ -3,7 +3,12 @@
 Features whose shown names fold to the same text are ranked by how well the name holds (score, then the
 lower threshold, then index); the first keeps it, each other one shows its first alternative phrase
 (stored with the name, scored and calibrated like it) that is reliable and not taken, else keeps its
-name marked unreliable ("shared"). Pure: the recording job and bench/status.py both call `distinct_names`.
+name marked unreliable ("shared").
+
+A feature whose own name does not hold (unreliable: at no activation do its words occur in 80 % of its
+segments, say) while one of its alternatives does shows that alternative instead, ranked with the reliable
+names by the alternative's score: "bronchiolite acuta" holding nowhere and "bronchiolite" holding above 0.12
+show "bronchiolite". Pure: the recording job and bench/status.py both call `distinct_names`.
 """
 
 from __future__ import annotations
@@ -33,19 +38,30 @@ def fold(label: str) -> str:
 def distinct_names(choices: list[NameChoice]) -> dict[int, dict | None]:
     """Feature → the alternative it shows instead of its name (a dict of `alternatives`), or None where it
     keeps its name but loses its reliability; features that keep their name are absent."""
-    reliable = [c for c in choices if c.reliable]
+    def shown(c: NameChoice) -> tuple[str, float | None, float | None, dict | None] | None:
+        """(label, score, threshold, the alternative shown) a feature competes with; None: nothing reliable."""
+        if c.reliable:
+            return c.label, c.score, c.threshold, None
+        alt = max((a for a in c.alternatives if a.get("reliable")), key=lambda a: a.get("score") or 0.0, default=None)
+        return None if alt is None else (alt["label"], alt.get("score"), alt.get("threshold"), alt)
+
+    ranked = [(c, s) for c in choices if (s := shown(c)) is not None]
     taken: set[str] = set()
-    order = sorted(reliable, key=lambda c: (-(c.score or 0.0), c.threshold if c.threshold is not None else 1e9,
-                                            c.feature))
+    order = sorted(ranked, key=lambda cs: (-(cs[1][1] or 0.0), cs[1][2] if cs[1][2] is not None else 1e9,
+                                           cs[0].feature))
     changes: dict[int, dict | None] = {}
-    for c in order:
-        if fold(c.label) not in taken:
-            taken.add(fold(c.label))
+    for c, (label, _, _, promoted) in order:
+        if fold(label) not in taken:
+            taken.add(fold(label))
+            if promoted is not None:
+                changes[c.feature] = promoted
             continue
         alt = next((a for a in c.alternatives if a.get("reliable") and fold(a["label"]) not in taken), None)
-        changes[c.feature] = alt
         if alt is not None:
+            changes[c.feature] = alt
             taken.add(fold(alt["label"]))
+        elif c.reliable:
+            changes[c.feature] = None
     return changes
 
 
