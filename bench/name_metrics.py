@@ -17,7 +17,7 @@ def name_metrics(best: list, evidence_texts) -> dict:
     for i, alt in distinct_names([NameChoice(i, b.label, b.score, b.reliable, b.threshold,
                                              [a.model_dump() for a in b.alternatives]) for i, b in enumerate(best)]).items():
         labels[i] = alt["label"] if alt else labels[i]
-        reliable = reliable - {i} if alt is None or not alt["reliable"] else reliable
+        reliable = reliable - {i} if alt is None or not alt["reliable"] else reliable | {i}  # | : a name that failed gave way
     return {"near_miss_auroc_top_half": round(float(near[: max(1, len(near) // 2)].mean()), 4) if len(near) else None,
             "near_miss_scored": len(near), "shared_name_fraction_as_named": round(before, 4),
             "shared_name_fraction": round(shared_fraction(labels, reliable), 4),
