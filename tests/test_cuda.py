@@ -90,43 +90,26 @@ def test_an_embedding_run_on_cuda_stores_what_the_cpu_run_stores(tmp_path) -> No
     """The embedding job itself (services/embedder/runs.py: shards, segments, each distinct segment once,
     documents as the mean of their segments) on device 'cuda' at 'auto' precision, against the same run
     on the CPU in fp32: the same rows, positions, spans and token counts, vectors in the same direction."""
-    import io
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from artifacts import ArtifactStore
     from contracts.embed import EmbeddingRunSpec, EmbedJobPayload
     from services.embedder.config import EmbedderSettings
     from services.embedder.models import ModelCache
     from services.embedder.runs import run_embedding
+    from tests.embedder.conftest import stored_array, write_snapshot
 
     notes = [*TEXTS, "Torace: MV fisiologico. Sospetta bronchiolite, esclusa polmonite. Torace: MV fisiologico."]
     store = ArtifactStore(str(tmp_path))
-    buf = io.BytesIO()
-    pq.write_table(pa.table({"position": pa.array(range(len(notes)), pa.int64()),
-                             "doc_id": pa.array(range(len(notes)), pa.int64()),
-                             "external_id": pa.array([None] * len(notes), pa.string()),
-                             "text": notes, "labels": pa.array([[] for _ in notes], pa.list_(pa.string())),
-                             "metadata": ["{}"] * len(notes)}), buf)
-    snapshot = store.write_bytes("datasets/1/snapshot.parquet", buf.getvalue(), kind="snapshot")
+    snapshot = write_snapshot(store, "datasets/1/snapshot.parquet", notes)
 
     def run(run_id: int, device: str, precision: str, **spec: object) -> tuple[dict, object]:
         settings = EmbedderSettings(device=device, precision=precision, threads=1, progress_interval_s=0.0)
         payload = EmbedJobPayload(run_id=run_id, snapshot_uri=snapshot.uri, artifact_prefix=f"embedding-runs/{run_id}",
                                   spec=EmbeddingRunSpec(shard_size=2, segments=True, **spec))
         result = run_embedding(payload, store, settings=settings, models=ModelCache.from_settings(settings))
-
-        def stacked(infos, name=None):
-            parts = []
-            for info in infos:
-                data = io.BytesIO(store.read_bytes(info.uri))
-                parts.append(np.load(data) if name is None else np.load(data)[name])
-            return np.concatenate(parts)
-        return {"documents": stacked(result.shards).astype(np.float32),
-                "segments": stacked(result.segments, "vectors").astype(np.float32),
-                "position": stacked(result.segments, "position"),
-                "char_start": stacked(result.segments, "char_start")}, result
+        return {"documents": stored_array(store, result.shards).astype(np.float32),
+                "segments": stored_array(store, result.segments, "vectors").astype(np.float32),
+                "position": stored_array(store, result.segments, "position"),
+                "char_start": stored_array(store, result.segments, "char_start")}, result
 
     for document_vectors in ("encoded", "segments"):
         gpu, on_gpu = run(1 if document_vectors == "encoded" else 3, "cuda", "auto", document_vectors=document_vectors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -94,3 +95,16 @@ def corpus(n: int) -> list[str]:
         size = (i * 7) % 53
         out.append(" ".join(words[(i + j * 3) % len(words)] for j in range(size)))
     return out
+
+
+def stored_array(store: ArtifactStore, infos: list[ArtifactInfo], name: str | None = None) -> np.ndarray:
+    """A run's stored arrays (.npy shards, or the array `name` of .npz ones) concatenated in order."""
+    parts = []
+    for info in infos:
+        data = io.BytesIO(store.read_bytes(info.uri))
+        if name is None:
+            parts.append(np.load(data))
+        else:
+            with np.load(data) as z:
+                parts.append(z[name])
+    return np.concatenate(parts)

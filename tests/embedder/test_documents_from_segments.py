@@ -4,7 +4,6 @@ a resumed run reuses its shards, and a spec asking for it without segments is re
 
 from __future__ import annotations
 
-import io
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from contracts.embed import EmbeddingRunSpec, EmbedJobPayload
 from services.embedder.config import EmbedderSettings
 from services.embedder.models import ModelCache
 from services.embedder.runs import run_embedding
+from tests.embedder.conftest import stored_array
 
 NOTES = [
     "Torace: MV fisiologico. Tosse da 2 giorni.",
@@ -32,28 +32,16 @@ def _run(store: ArtifactStore, snapshot, settings: EmbedderSettings, models: Mod
     return payload, run_embedding(payload, store, settings=settings, models=models)
 
 
-def _array(store: ArtifactStore, infos, name: str | None = None) -> np.ndarray:
-    parts = []
-    for info in infos:
-        data = io.BytesIO(store.read_bytes(info.uri))
-        if name is None:
-            parts.append(np.load(data))
-        else:
-            with np.load(data) as z:
-                parts.append(z[name])
-    return np.concatenate(parts)
-
-
 def test_documents_are_the_mean_of_their_segments(
     store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache
 ) -> None:
     _, pooled = _run(store, snapshot, settings, models, 21, document_vectors="segments")
     _, encoded = _run(store, snapshot, settings, models, 22)
-    docs = _array(store, pooled.shards)
-    seg, position = _array(store, pooled.segments, "vectors"), _array(store, pooled.segments, "position")
+    docs = stored_array(store, pooled.shards)
+    seg, position = stored_array(store, pooled.segments, "vectors"), stored_array(store, pooled.segments, "position")
     assert docs.shape == (4, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-5)
     # chunks are the segments, their token spans each segment's content tokens: the weights
-    weights = (_array(store, pooled.chunks, "token_end") - _array(store, pooled.chunks, "token_start")).clip(1)
+    weights = (stored_array(store, pooled.chunks, "token_end") - stored_array(store, pooled.chunks, "token_start")).clip(1)
     assert np.all(weights > 1)
     for d in range(4):  # float16 segment files: the weighted mean of the stored rows, renormalised, to their rounding
         rows = position == d
@@ -63,12 +51,12 @@ def test_documents_are_the_mean_of_their_segments(
             plain = seg[rows].astype(np.float32).mean(axis=0)
             assert not np.allclose(docs[d], plain / np.linalg.norm(plain), atol=2e-3)
     # the segments are the very ones an encoded run stores; the documents differ from the encoded ones
-    assert np.array_equal(seg, _array(store, encoded.segments, "vectors"))
-    cos = (docs * _array(store, encoded.shards)).sum(axis=1)
+    assert np.array_equal(seg, stored_array(store, encoded.segments, "vectors"))
+    cos = (docs * stored_array(store, encoded.shards)).sum(axis=1)
     assert cos[2] > 0.999  # "Febbre." is one segment: its vector is the document's
     assert cos[3] < 0.99  # a note of six clauses is not read as one text
     # chunks are the segments: their character spans, one row each
-    assert np.array_equal(_array(store, pooled.chunks, "char_start"), _array(store, pooled.segments, "char_start"))
+    assert np.array_equal(stored_array(store, pooled.chunks, "char_start"), stored_array(store, pooled.segments, "char_start"))
     assert pooled.n_chunks == pooled.n_segments == len(seg)
     # no second pass over the documents' text: fewer texts embedded than an encoded run's documents + segments
     assert pooled.n_segments_embedded == encoded.n_segments_embedded
