@@ -65,7 +65,7 @@ class FeatureHit(BaseModel):
 class SegmentHit(BaseModel):
     """The segment (sentence) of a document that satisfied an expression's SEGMENT(…)."""
 
-    index: int = Field(description="The segment's row in the SAE run's segment codes.")
+    index: int = Field(description="The segment's row among the run's segments (the SAE run's segment codes' row).")
     start: int = Field(description="Its first character in the document's text (0-based).")
     end: int = Field(description="One past its last character.")
 
@@ -74,11 +74,13 @@ class DocumentHit(BaseModel):
     position: int = Field(description="0-based position in the dataset.")
     document_id: int | None
     external_id: str | None
-    score: float = Field(description="expression: the expression's value; text: cosine similarity.")
+    score: float = Field(description="expression: the expression's value; text: cosine similarity (ranked by documents "
+                         "and segments: the mean of the document's and its best segment's).")
     excerpt: str = Field(description="The document's first characters, or those around `segment`.")
     excerpt_start: int = Field(default=0, description="Where the excerpt starts in the document's text.")
     segment: SegmentHit | None = Field(
-        default=None, description="expression: the best-scoring segment that satisfied SEGMENT(…); else None.")
+        default=None, description="expression: the best-scoring segment that satisfied SEGMENT(…); text (ranked by "
+        "documents and segments): the segment nearest the text; else None.")
     labels: list[str] = Field(default_factory=list)
     features: list[FeatureHit] = Field(
         default_factory=list, description="The expression's (or query's) features active in this document.")
@@ -101,7 +103,11 @@ class TextResult(BaseModel):
     total: int = Field(description="Documents ranked (every document of the run).")
     limit: int
     offset: int
-    index: str = Field(description="The FAISS index kind: flat (exact), hnsw or ivf.")
+    index: str = Field(description="exact (every document and segment scored), or the FAISS index kind: flat "
+                       "(exact), hnsw or ivf.")
+    ranked_by: Literal["documents", "documents and segments"] = Field(
+        default="documents", description="documents: the cosine of each document's vector; documents and segments "
+        "(a run with segments): the mean of that cosine and its best segment's, which each hit's `segment` is.")
     query_features: list[FeatureHit] = Field(description="The query's own strongest features.")
     items: list[DocumentHit]
 

@@ -87,6 +87,12 @@ class GatewaySettings(BaseSettings):
     search_large_index: Literal["hnsw", "ivf"] = Field(
         default="hnsw", description="Approximate FAISS index for runs above `search_flat_max_docs`: hnsw or ivf.",
     )
+    search_segments_max: int = Field(
+        default=500_000, ge=0,
+        description="Text search over a run with segments ranks each document by its own vector and its best "
+        "segment's (exact, the distinct segment vectors held in memory as float32: 384 dimensions cost 1.5 KB "
+        "a segment) up to this many distinct segments per run; above, by the documents' FAISS index alone.",
+    )
     auto_migrate: bool | None = Field(
         default=None,
         description="Run `alembic upgrade head` when the app starts. Default: on in embedded mode, "

@@ -24,6 +24,7 @@ from contracts.search import (
     LabelHit,
     LabelResult,
     LabelSearch,
+    SegmentHit,
     TextResult,
     TextSearch,
 )
@@ -31,7 +32,7 @@ from gateway.db import session_scope
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.query_model import query_embedding
 from gateway.search import labels as label_search
-from gateway.search import text_index
+from gateway.search import segment_rank, text_index
 from gateway.search.expressions import evaluate
 from gateway.search.results import activations_at, document_hits, feature_labels, page_by_score, segment_hits
 from gateway.search.label_rank import LabelEntry, rank_labels
@@ -87,6 +88,7 @@ class _TextTarget:
     sae_run_id: int
     dataset_id: int
     space: Any  # the run's SearchSpace (codes for the activations shown)
+    segments_uri: str | None  # the run's segment ranker (segment_rank.py), None without segments
 
 
 def _text_prepare(state: Any, run_id: int, session: Session | None) -> _TextTarget:
@@ -99,11 +101,29 @@ def _text_prepare(state: Any, run_id: int, session: Session | None) -> _TextTarg
         emb_id, dataset_id = emb.id, emb.dataset_id
     uri = text_index.ensure_index(state.factory, state.store, emb_id, flat_max_docs=settings.search_flat_max_docs,
                                   large=settings.search_large_index)
+    segments_uri = text_index.ensure_segment_ranker(state.factory, state.store, emb_id,
+                                                    max_distinct=settings.search_segments_max)
     return _TextTarget(spec=spec, index_uri=uri, sae_uri=sae_uri, sae_run_id=run_id, dataset_id=dataset_id,
-                       space=space)
+                       space=space, segments_uri=segments_uri)
 
 
-def _text_finish(state: Any, target: _TextTarget, body: TextSearch, hits: text_index.Neighbours,
+def _nearest(state: Any, target: _TextTarget, vector: np.ndarray, k: int) -> tuple[text_index.Neighbours, list, str]:
+    """(the k best documents, the segment each was ranked by or None, the index kind): by the documents' vectors and
+    their best segments' where the run has a segment ranker, else by the FAISS index of the documents."""
+    if target.segments_uri is not None:
+        ranker = text_index.load_segment_ranker(state.store, target.segments_uri)
+        ranked = segment_rank.rank(ranker, vector, k)
+        hits = [SegmentHit(index=r, start=int(ranker.char_start[r]), end=int(ranker.char_end[r]))
+                for r in ranked.segments.tolist()]
+        return text_index.Neighbours(ranked.positions, ranked.scores), hits, "exact"
+    index = text_index.load_index(state.store, target.index_uri)
+    kind = text_index.choose_kind(index.ntotal, flat_max_docs=state.settings.search_flat_max_docs,
+                                  large=state.settings.search_large_index)
+    hits = text_index.search(index, vector, k)
+    return hits, [None] * len(hits.positions), kind
+
+
+def _text_finish(state: Any, target: _TextTarget, body: TextSearch, hits: text_index.Neighbours, segments: list,
                  query_features: list[tuple[int, float]], session: Session | None) -> tuple[list, list[FeatureHit]]:
     top = query_features[: body.top_features]
     page = hits.positions[body.offset:body.offset + body.limit]
@@ -113,7 +133,8 @@ def _text_finish(state: Any, target: _TextTarget, body: TextSearch, hits: text_i
         names = feature_labels(db, sae_run_id=target.sae_run_id, indices=indices)
         items = document_hits(db, dataset_id=target.dataset_id, positions=page,
                               scores=hits.scores[body.offset:body.offset + body.limit].tolist(),
-                              features=indices, acts=acts, names=names)
+                              features=indices, acts=acts, names=names,
+                              segments=segments[body.offset:body.offset + body.limit])
     return items, [FeatureHit(index=i, activation=a, label=names[i][0], reliable=names[i][1]) for i, a in top]
 
 
@@ -122,16 +143,14 @@ async def text_search(state: Any, run_id: int, body: TextSearch, session: Sessio
     target = await asyncio.to_thread(_text_prepare, state, run_id, session)
     embedded = await state.services.post("embedder", "/embed", {"texts": [body.text], **target.spec})
     vector = np.asarray(embedded["vectors"][0], dtype=np.float32)
-    index = await asyncio.to_thread(text_index.load_index, state.store, target.index_uri)
-    hits, encoded = await asyncio.gather(
-        asyncio.to_thread(text_index.search, index, vector, body.offset + body.limit),
+    (hits, segments, kind), encoded = await asyncio.gather(
+        asyncio.to_thread(_nearest, state, target, vector, body.offset + body.limit),
         state.services.post("sae", "/encode", {"vectors": [vector.tolist()], "sae_uri": target.sae_uri}),
     )
     query_features = [(int(f["index"]), float(f["activation"])) for f in encoded["features"][0]]
-    items, named = await asyncio.to_thread(_text_finish, state, target, body, hits, query_features, session)
-    kind = text_index.choose_kind(index.ntotal, flat_max_docs=state.settings.search_flat_max_docs,
-                                  large=state.settings.search_large_index)
-    return TextResult(text=body.text, total=int(index.ntotal), limit=body.limit, offset=body.offset, index=kind,
+    items, named = await asyncio.to_thread(_text_finish, state, target, body, hits, segments, query_features, session)
+    return TextResult(text=body.text, total=int(target.space.codes.shape[0]), limit=body.limit, offset=body.offset,
+                      index=kind, ranked_by="documents and segments" if target.segments_uri else "documents",
                       query_features=named, items=items)
 
 

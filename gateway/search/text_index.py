@@ -12,6 +12,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any, Literal, NamedTuple
 
 import faiss
@@ -23,6 +24,7 @@ from contracts.artifacts import ArtifactInfo
 from gateway.db import session_scope
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.runs import repo as run_repo
+from gateway.search import segment_rank
 
 log = logging.getLogger(__name__)
 KIND = "faiss-index"
@@ -98,7 +100,7 @@ class _IndexCache:
         self.building: dict[int, threading.Lock] = {}
         # (the run's folder URI, flat_max_docs, large) -> its catalogued index URI: a run's vectors
         # never change once it has succeeded, so neither does its index.
-        self.known: dict[tuple[str, int, str], str] = {}
+        self.known: dict[tuple[str, int, str], str | None] = {}
 
     def get(self, store: ArtifactStore, uri: str) -> faiss.Index:
         with self.lock:
@@ -124,17 +126,15 @@ def forget_runs(store: ArtifactStore, run_ids: list[int]) -> None:
     """Drop what this process remembers of these embedding runs' indexes (the runs were deleted)."""
     folders = tuple(store.uri(f"embedding-runs/{i}").rstrip("/") + "/" for i in run_ids)
     with _cache.lock:
-        for memo in [m for m, uri in _cache.known.items() if uri.startswith(folders)]:
+        for memo in [m for m in _cache.known if (m[0].rstrip("/") + "/").startswith(folders)]:
             del _cache.known[memo]
         for uri in [u for u in _cache.loaded if u.startswith(folders)]:
             del _cache.loaded[uri]
+    segment_rank.cache.forget(folders)
 
 
 def _catalogued_uri(session: Session, run_id: int, key: str, store: ArtifactStore) -> str | None:
-    uri = store.uri(key)
-    found = [a for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=run_id)
-             if a.kind == KIND and a.uri == uri]
-    return uri if found and store.exists(uri) else None
+    return _catalogued(session, run_id, key, store, KIND)
 
 
 def ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: int, *, flat_max_docs: int,
@@ -177,6 +177,60 @@ def load_index(store: ArtifactStore, uri: str) -> faiss.Index:
     return _cache.get(store, uri)
 
 
+def segments_key(run_id: int) -> str:
+    return f"embedding-runs/{run_id}/search/segments.npz"
+
+
+def _catalogued(session: Session, run_id: int, key: str, store: ArtifactStore, kind: str) -> str | None:
+    uri = store.uri(key)
+    found = [a for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=run_id)
+             if a.kind == kind and a.uri == uri]
+    return uri if found and store.exists(uri) else None
+
+
+def _segment_shards(store: ArtifactStore, uris: list[str]) -> Iterator[dict[str, np.ndarray]]:
+    for uri in uris:
+        with np.load(io.BytesIO(store.read_bytes(uri)), allow_pickle=False) as z:
+            yield {name: z[name] for name in ("vectors", "position", "char_start", "char_end")}
+
+
+def ensure_segment_ranker(factory: sessionmaker[Session], store: ArtifactStore, run_id: int, *,
+                          max_distinct: int) -> str | None:
+    """The URI of the run's segment ranker (segment_rank.py), built (and catalogued) first if it is
+    missing; None when the run has no segments or more than `max_distinct` distinct ones. Blocking."""
+    memo = (store.uri(f"embedding-runs/{run_id}"), max_distinct, segment_rank.KIND)
+    if memo in _cache.known:
+        return _cache.known[memo]
+    with session_scope(factory) as session:
+        run = run_repo.get_embedding_run(session, run_id=run_id)
+        if run is None or run.status != "succeeded" or not (run.result or {}).get("shards"):
+            raise LookupError(f"embedding run {run_id} has no vectors to search")
+        shards = [s["uri"] for s in run.result["shards"]]
+        segments = [s["uri"] for s in run.result.get("segments") or []]
+        key = segments_key(run_id)
+        uri = _catalogued(session, run_id, key, store, segment_rank.KIND) if segments else None
+    if uri is None and segments:
+        with _cache.build_lock(run_id):
+            with session_scope(factory) as session:
+                uri = _catalogued(session, run_id, key, store, segment_rank.KIND)
+            if uri is None:
+                ranker = segment_rank.build(_read_shards(store, shards), _segment_shards(store, segments),
+                                            max_distinct=max_distinct)
+                if ranker is not None:
+                    info = store.write_bytes(key, segment_rank.to_bytes(ranker), kind=segment_rank.KIND)
+                    with session_scope(factory) as session:
+                        artifact_repo.record(session, info=info, owner_type="embedding_run", owner_id=run_id)
+                    log.info("built segment ranker", extra={"embedding_run_id": run_id,
+                                                            "distinct_segments": len(ranker.distinct)})
+                    uri = info.uri
+    _cache.known[memo] = uri
+    return uri
+
+
+def load_segment_ranker(store: ArtifactStore, uri: str) -> segment_rank.SegmentRanker:
+    return segment_rank.cache.get(store.read_bytes, uri)
+
+
 def build_after_run(factory: sessionmaker[Session], store: ArtifactStore, settings: Any, run_id: int) -> None:
     """Build the index as soon as an embedding run succeeds, so the first text search does not wait.
     Blocking. A failure is logged, not raised: the run's vectors are fine, and the first text
@@ -184,5 +238,6 @@ def build_after_run(factory: sessionmaker[Session], store: ArtifactStore, settin
     try:
         ensure_index(factory, store, run_id, flat_max_docs=settings.search_flat_max_docs,
                      large=settings.search_large_index)
+        ensure_segment_ranker(factory, store, run_id, max_distinct=settings.search_segments_max)
     except Exception as exc:  # noqa: BLE001 - the run has succeeded; the index is a cache of it
         log.warning("text index not built", extra={"embedding_run_id": run_id, "error": type(exc).__name__})

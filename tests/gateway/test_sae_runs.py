@@ -124,6 +124,23 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
     page = (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=1", headers=auth)).json()
     assert 0 < page["items"][0]["density"] <= 1  # a share of the 24 documents, not of the segments
 
+    # Text search on a run with segments ranks each note by its own vector and its nearest clause, and
+    # shows that clause: a clause found in one note only finds that note first, with that very clause.
+    from services.embedder.segments import split_segments
+
+    texts = [n.text for n in generate_notes(n=24, seed=3)]
+    clauses = [(len(texts[i][a:b]), i, a, b) for i in range(len(texts)) for a, b in split_segments(texts[i])
+               if sum(t.count(texts[i][a:b]) for t in texts) == 1]
+    _, target, start, end = max(clauses)
+    found = await client.post(f"/api/v1/sae-runs/{done['id']}/search", headers=auth,
+                              json={"mode": "text", "text": texts[target][start:end], "limit": 3})
+    assert found.status_code == 200, found.text
+    body = found.json()
+    assert body["ranked_by"] == "documents and segments" and body["total"] == 24
+    first = body["items"][0]
+    assert first["position"] == target and first["segment"]["start"] == start and first["segment"]["end"] == end
+    assert 0.5 < first["score"] <= 1.0  # the mean of the note's cosine and the clause's own (1.0)
+
     # Named on the notes' sentences: the evidence a name was made and scored on is of segments (rows
     # beyond the 24 notes), and every densest feature gets a name.
     wanted = [f["index"] for f in (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=6",
