@@ -94,8 +94,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--precision", default="auto", help="PRISMA_EMBEDDER_PRECISION for the demo")
-    parser.add_argument("--document-vectors", default="encoded", choices=["encoded", "segments"],
-                        help="the demo run's document_vectors (prisma demo's default: encoded)")
+    parser.add_argument("--document-vectors", default="segments", choices=["encoded", "segments"],
+                        help="the demo run's document_vectors (prisma demo's default: segments)")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench/results/demo.json")
     args = parser.parse_args()
@@ -117,6 +117,7 @@ def main() -> None:
         done = wait_named(url, key, args.timeout)
         runs = get(url, key, "/api/v1/embedding-runs")["items"]
         jobs = get(url, key, "/api/v1/jobs?limit=50")["items"]
+        concepts = get(url, key, "/api/v1/concepts")["items"]
     finally:
         stop(proc)
     result = runs[0].get("result") or {}
@@ -139,6 +140,8 @@ def main() -> None:
         "timeline": timeline(jobs, started_utc, done_utc),
         "jobs": [{k: j.get(k) for k in ("kind", "status", "created_at", "started_at", "finished_at")} for j in jobs],
         "load_average_1m": {"start": load_before[0], "end": os.getloadavg()[0]},
+        # what the user sees on the concept list: each held-out F1 beside the strongest words-alone baseline
+        "concepts": [{k: c.get(k) for k in ("name", "kind", "f1", "words")} for c in concepts],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

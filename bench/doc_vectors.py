@@ -11,7 +11,9 @@ search on real abstracts (known-item MRR 0.936 → 0.841, topic AP 0.403 → 0.3
 saves nothing where clauses do not repeat (the abstracts: 917,800 distinct clause tokens against
 798,909 in the abstracts). Built on 2026-11-28 as a run's opt-in `document_vectors: "segments"`
 (the same function), for a corpus whose use is concepts on clauses rather than text search; the
-demo and the default keep encoding the notes whole.
+demo and the default keep encoding the notes whole. Since then text search ranks a run with segments
+by each document's vector and its best segment's (gateway/search/segment_rank.py, bench/text_search.py):
+this file's text-search figures are of the document vectors alone.
 
   - Medical Abstracts (the 2,880 of its 2,888 abstracts with 3 sentences or more, 5 topics), each
     abstract without its first sentence (the title-like opening, used as the query):
@@ -189,9 +191,14 @@ def main() -> None:
     torch.set_num_threads(1)  # status.py's SAE setting
     report["negex"] = labelled(negex_set(), seeds=(0,))
     report["demo"] = labelled(demo_set())
+    write_report(report, t0, OUT)
+
+
+def write_report(report: dict, t0: float, out: Path) -> None:
+    """The report with its seconds since `t0` and the machine, into `out` and onto stdout."""
     report["seconds"] = round(time.perf_counter() - t0, 1)
     report["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=1))
 
 

@@ -18,7 +18,13 @@ Rankings: `documents` (the note's own vector), `best_segment` (the best clause a
 `segments` (no pass over the whole note), `segment_mean` (that run's document vectors alone, what the
 search read before) and `segment_mean_and_segments` (what the product ranks that run by now).
 
-    PYTHONPATH=. python bench/text_search.py
+Speed (`scale`): one query at a time on synthetic unit vectors at the brief's scale, 200,000 documents
+of 35 segments each (7,000,000 rows, the demo's clauses a note) of which 500,000 are distinct (the
+`search_segments_max` default), one thread: the ranker's p50 / p99 against the FAISS flat index of the
+200,000 documents alone in the same run (query embedding not included in either).
+
+    PYTHONPATH=. python bench/text_search.py            # everything
+    PYTHONPATH=. python bench/text_search.py --scale    # the speed part alone, into the same file
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -127,9 +132,51 @@ def demo() -> dict:
             "topic_search_ap": _ordered(topic)}
 
 
+def scale(n_docs: int = 200_000, per_doc: int = 35, n_distinct: int = 500_000, d: int = 384,
+          queries: int = 200) -> dict:
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    from gateway.search import text_index
+
+    rng = np.random.default_rng(0)
+    docs = rng.standard_normal((n_docs, d), dtype=np.float32)
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    distinct = rng.standard_normal((n_distinct, d), dtype=np.float32)
+    distinct /= np.linalg.norm(distinct, axis=1, keepdims=True)
+    rows = n_docs * per_doc
+    ranker = segment_rank._ranker(
+        docs, distinct, rng.integers(0, n_distinct, rows).astype(np.int32),
+        np.arange(n_docs, dtype=np.int64) * per_doc, np.zeros(rows, np.int32), np.ones(rows, np.int32))
+    index = text_index.build_index(docs, "flat")
+    faiss.omp_set_num_threads(1)
+    qs = rng.standard_normal((queries, d), dtype=np.float32)
+    out: dict[str, Any] = {"documents": n_docs, "segments": rows, "distinct_segments": n_distinct, "dim": d,
+                           "queries": queries, "threads": 1, "k": 20}
+    with threadpool_limits(1):
+        for name, fn in (("faiss_flat_documents", lambda q: text_index.search(index, q, 20)),
+                         ("documents_and_segments", lambda q: segment_rank.rank(ranker, q, 20))):
+            fn(qs[0])
+            ms = []
+            for q in qs:
+                t = time.perf_counter()
+                fn(q)
+                ms.append(1000 * (time.perf_counter() - t))
+            out[name] = {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p99_ms": round(float(np.percentile(ms, 99)), 2)}
+    out["ratio_p50"] = round(out["documents_and_segments"]["p50_ms"] / out["faiss_flat_documents"]["p50_ms"], 2)
+    out["load_average_1m"] = round(os.getloadavg()[0], 2)
+    return out
+
+
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+    if "--scale" in sys.argv:
+        report = json.loads(OUT.read_text())
+        report["scale"] = scale()
+        OUT.write_text(json.dumps(report, indent=2) + "\n")
+        print(json.dumps(report["scale"], indent=1))
+        return
     t0 = time.perf_counter()
     report: dict[str, Any] = {
         "benchmark": "text-search", "model": status.MODEL_NAME[0], "precision": "fp32",
@@ -144,11 +191,9 @@ def main() -> None:
         },
         "abstracts": abstracts(),
         "demo": demo(),
+        "scale": scale(),
     }
-    report["seconds"] = round(time.perf_counter() - t0, 1)
-    report["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=1))
+    dv.write_report(report, t0, OUT)
 
 
 if __name__ == "__main__":

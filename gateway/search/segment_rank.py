@@ -10,8 +10,8 @@ the real Medical Abstracts see bench/results/text-search.json.
 
 Exact, with no approximate index: the query's cosine to every *distinct* segment vector (segments
 whose text is the same share one vector in a run, `services/embedder/distinct.py`, so only those
-are stored), the best per document by `np.maximum.reduceat` over the documents' rows, the documents'
-own cosines, then the top of the mean. A run whose distinct segments pass `search_segments_max`
+are stored) and to every document, then the top of the mean by the threshold rule (`rank`), which
+reads the segments of only the documents that hold the query's best-matching segments. A run whose distinct segments pass `search_segments_max`
 keeps the FAISS document index alone (`text_index.py`): the vectors are held in memory as float32.
 Built once per run, stored as one artifact beside the FAISS index, loaded once per process.
 """
@@ -38,6 +38,22 @@ class SegmentRanker(NamedTuple):
     doc_start: np.ndarray  # int64 [N]: each document's first segment row (rows in position order)
     char_start: np.ndarray  # int32 [S]
     char_end: np.ndarray  # int32 [S]
+    # derived, not stored: each row's document, and the rows of each distinct vector (CSR)
+    row_doc: np.ndarray  # int32 [S]
+    rows_ptr: np.ndarray  # int64 [U + 1]
+    rows_of: np.ndarray  # int64 [S]: rows sorted by their distinct vector
+
+
+def _ranker(documents: np.ndarray, distinct: np.ndarray, row_distinct: np.ndarray, doc_start: np.ndarray,
+            char_start: np.ndarray, char_end: np.ndarray) -> SegmentRanker:
+    n_rows = len(row_distinct)
+    counts = np.diff(np.append(doc_start, n_rows))
+    row_doc = np.repeat(np.arange(len(doc_start), dtype=np.int32), counts)
+    rows_of = np.argsort(row_distinct, kind="stable")
+    rows_ptr = np.zeros(len(distinct) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_distinct, minlength=len(distinct)), out=rows_ptr[1:])
+    return SegmentRanker(_unit(documents), _unit(distinct), row_distinct, doc_start, char_start, char_end,
+                         row_doc, rows_ptr, rows_of)
 
 
 class Ranked(NamedTuple):
@@ -84,24 +100,59 @@ def build(documents: np.ndarray, shards: Iterable[dict[str, np.ndarray]], *, max
     if len(position) == 0 or np.any(np.diff(np.append(doc_start, len(position))) <= 0):
         raise ValueError("every document needs at least one segment")
     d = documents.shape[1]
-    return SegmentRanker(_unit(documents), _unit(np.stack(distinct)) if distinct else np.zeros((0, d), np.float32),
-                         np.concatenate(rows), doc_start.astype(np.int64), np.concatenate(starts),
-                         np.concatenate(ends))
+    return _ranker(documents, np.stack(distinct) if distinct else np.zeros((0, d), np.float32),
+                   np.concatenate(rows), doc_start.astype(np.int64), np.concatenate(starts), np.concatenate(ends))
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated aranges: starts[i], starts[i] + 1, ..., starts[i] + lengths[i] - 1 for each i."""
+    total = int(lengths.sum())
+    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + (np.arange(total) - offsets)
 
 
 def rank(ranker: SegmentRanker, query: np.ndarray, k: int) -> Ranked:
-    """The k best documents for one query vector [d] (normalised here), exactly."""
+    """The k best documents for one query vector [d] (normalised here), exactly, best first (ties by
+    position). The threshold rule of top-k aggregation (Fagin's): the m best distinct segments bound
+    every other segment's cosine by the m-th's, t; only the documents holding one of them are scored
+    in full (their every segment), and if the k-th of those is at least the best any other document
+    could reach, (its own cosine + t) / 2, they are the answer; else m grows fourfold. A clause that a
+    query matches well and that few documents hold is the common case: a few hundred rows read, not
+    every segment of the run."""
     q = _unit(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
-    per_row = (ranker.distinct @ q)[ranker.row_distinct]  # [S]
-    best = np.maximum.reduceat(per_row, ranker.doc_start)  # [N]
-    score = (ranker.documents @ q + best) / 2
-    k = min(k, len(score))
-    top = np.argpartition(-score, k - 1)[:k] if 0 < k < len(score) else np.arange(k)
-    top = top[np.lexsort((top, -score[top]))]  # best first, ties by position
-    ends = np.append(ranker.doc_start[1:], len(per_row))
-    seg = np.array([s + int(np.argmax(per_row[s:e])) for s, e in zip(ranker.doc_start[top].tolist(),
-                                                                        ends[top].tolist())], dtype=np.int64)
-    return Ranked(top.astype(np.int64), score[top].astype(np.float32), seg)
+    n = len(ranker.documents)
+    k = min(k, n)
+    if k <= 0:
+        return Ranked(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64))
+    s = ranker.distinct @ q  # [U]
+    d = ranker.documents @ q  # [N]
+    ends = np.append(ranker.doc_start[1:], len(ranker.row_distinct))
+    m = min(len(s), max(4 * k, 64))
+    while True:
+        if m < len(s):
+            top = np.argpartition(-s, m - 1)[:m]
+            bound = float(s[top].min())
+            held = ranker.rows_of[_ranges(ranker.rows_ptr[top], ranker.rows_ptr[top + 1] - ranker.rows_ptr[top])]
+            cand = np.unique(ranker.row_doc[held]).astype(np.int64)
+        else:
+            bound, cand = -np.inf, np.arange(n, dtype=np.int64)
+        lengths = ends[cand] - ranker.doc_start[cand]
+        per_row = s[ranker.row_distinct[_ranges(ranker.doc_start[cand], lengths)]]
+        best = np.maximum.reduceat(per_row, np.cumsum(lengths) - lengths)
+        score = (d[cand] + best) / 2
+        if len(cand) >= k:
+            kth = -np.partition(-score, k - 1)[k - 1]
+            others = np.ones(n, dtype=bool)
+            others[cand] = False
+            reach = (float(d[others].max()) + bound) / 2 if others.any() else -np.inf
+            if kth > reach or bound == -np.inf:
+                break
+        m = min(len(s), 4 * m)
+    order = np.lexsort((cand, -score))[:k]
+    top_docs = cand[order]
+    segs = np.array([a + int(np.argmax(s[ranker.row_distinct[a:b]]))
+                     for a, b in zip(ranker.doc_start[top_docs].tolist(), ends[top_docs].tolist())], dtype=np.int64)
+    return Ranked(top_docs, score[order].astype(np.float32), segs)
 
 
 def to_bytes(ranker: SegmentRanker) -> bytes:
@@ -114,8 +165,8 @@ def to_bytes(ranker: SegmentRanker) -> bytes:
 
 def from_bytes(data: bytes) -> SegmentRanker:
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        return SegmentRanker(_unit(z["documents"]), _unit(z["distinct"]), z["row_distinct"], z["doc_start"],
-                             z["char_start"], z["char_end"])
+        return _ranker(z["documents"], z["distinct"], z["row_distinct"], z["doc_start"], z["char_start"],
+                       z["char_end"])
 
 
 class _Cache:

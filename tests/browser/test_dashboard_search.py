@@ -129,6 +129,10 @@ def test_search_page(page, demo) -> None:  # noqa: ANN001
     page.get_by_role("button", name="Search").click()
     page.wait_for_selector("text=The text's own features")
     assert page.locator("#document-results tbody tr").count() == 20
+    # the demo's run has clauses: each note is ranked with its nearest clause, which is marked in its excerpt
+    assert "its nearest segment (marked)" in page.locator(".summary").inner_text()
+    marks = page.locator("#document-results tbody tr mark").all_inner_texts()
+    assert len(marks) == 20 and all(m.strip() for m in marks), marks
     shot(page, "search-text")
 
     # label mode: one word finds the features named with it; the name's words find that feature

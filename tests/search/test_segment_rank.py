@@ -50,6 +50,40 @@ def test_rank_is_the_mean_of_the_document_and_its_best_segment() -> None:
     assert sorted(whole.positions.tolist()) == list(range(len(docs)))
 
 
+@pytest.mark.parametrize("k", [1, 3, 10, 40])
+def test_exact_where_the_best_segments_are_stock_phrases_many_documents_hold(k: int) -> None:
+    """The query is a stock phrase: the best segments are held by many documents, so the threshold rule
+    must read past them (and, for k = 40, every document) and still give the naive ranking."""
+    docs, shards, position, vectors = _corpus(5, n_docs=300)
+    ranker = segment_rank.build(docs, shards, max_distinct=10_000)
+    rows, counts = np.unique(vectors.astype(np.float16).view(np.uint16), axis=0, return_counts=True)
+    q = rows[np.argmax(counts)].view(np.float16).astype(np.float32)  # the commonest stock phrase
+    assert counts.max() > 30
+    for query in (q, q + 0.3 * docs[7]):
+        qn = query / np.linalg.norm(query)
+        seg_cos = _unit(vectors) @ qn
+        naive = np.array([(docs[i] @ qn + seg_cos[position == i].max()) / 2 for i in range(len(docs))])
+        got = segment_rank.rank(ranker, query, k)
+        assert got.positions.tolist() == np.argsort(-naive, kind="stable")[:k].tolist()
+        np.testing.assert_allclose(got.scores, np.sort(naive)[::-1][:k], atol=1e-5)
+
+
+def test_exact_where_every_segment_is_near_the_query() -> None:
+    """Every segment close to the query, so the bound from the best ones is no bound: the rule widens until
+    it has read every document, and the documents' own cosines decide."""
+    docs, shards, position, _ = _corpus(6, n_docs=200)
+    rng = np.random.default_rng(7)
+    q = _unit(rng.normal(size=(1, docs.shape[1])))[0]
+    for shard in shards:
+        shard["vectors"] = _unit(q + 0.05 * rng.normal(size=shard["vectors"].shape)).astype(np.float16)
+    vectors = np.concatenate([sh["vectors"] for sh in shards]).astype(np.float32)
+    ranker = segment_rank.build(docs, shards, max_distinct=10_000)
+    seg_cos = _unit(vectors) @ q
+    naive = np.array([(docs[i] @ q + seg_cos[position == i].max()) / 2 for i in range(len(docs))])
+    got = segment_rank.rank(ranker, q, 5)
+    assert got.positions.tolist() == np.argsort(-naive, kind="stable")[:5].tolist()
+
+
 def test_stored_and_read_back_ranks_the_same() -> None:
     docs, shards, _, _ = _corpus(2)
     ranker = segment_rank.build(docs, shards, max_distinct=10_000)
