@@ -63,7 +63,8 @@ class FeatureHit(BaseModel):
 
 
 class SegmentHit(BaseModel):
-    """The segment (sentence) of a document that satisfied an expression's SEGMENT(…)."""
+    """A segment (clause or sentence) of a document: the one that satisfied an expression's SEGMENT(…), or
+    the one nearest a text search's query."""
 
     index: int = Field(description="The segment's row among the run's segments (the SAE run's segment codes' row).")
     start: int = Field(description="Its first character in the document's text (0-based).")
