@@ -15,15 +15,14 @@ are stored) and to every document, then the top of the mean by the threshold rul
 reads the segments of only the documents that hold the query's best-matching segments. A run whose
 distinct segments pass `search_segments_max` keeps the FAISS document index alone (`text_index.py`):
 the vectors are held in memory as float32.
-Built once per run, stored as one artifact beside the FAISS index, loaded once per process.
+Built once per run, stored as one artifact beside the FAISS index, loaded once per process
+(`text_index.py` keeps both).
 """
 
 from __future__ import annotations
 
 import io
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -173,31 +172,3 @@ def from_bytes(data: bytes) -> SegmentRanker:
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         return _ranker(z["documents"], z["distinct"], z["row_distinct"], z["doc_start"], z["char_start"],
                        z["char_end"])
-
-
-class _Cache:
-    """Loaded rankers by URI (a few runs)."""
-
-    def __init__(self, size: int = 2) -> None:
-        self.size, self.lock = size, threading.Lock()
-        self.loaded: OrderedDict[str, SegmentRanker] = OrderedDict()
-
-    def get(self, read: Callable[[str], bytes], uri: str) -> SegmentRanker:
-        with self.lock:
-            if uri in self.loaded:
-                self.loaded.move_to_end(uri)
-                return self.loaded[uri]
-        ranker = from_bytes(read(uri))
-        with self.lock:
-            self.loaded[uri] = ranker
-            while len(self.loaded) > self.size:
-                self.loaded.popitem(last=False)
-        return ranker
-
-    def forget(self, prefixes: tuple[str, ...]) -> None:
-        with self.lock:
-            for uri in [u for u in self.loaded if u.startswith(prefixes)]:
-                del self.loaded[uri]
-
-
-cache = _Cache()

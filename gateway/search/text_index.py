@@ -12,7 +12,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal, NamedTuple
 
 import faiss
@@ -92,27 +92,28 @@ def search(index: faiss.Index, query: np.ndarray, k: int) -> Neighbours:
 
 
 class _IndexCache:
-    """Loaded indexes by URI (a few runs), and one build at a time per run."""
+    """Loaded FAISS indexes and segment rankers by URI (a few runs of each), and one build at a time per run."""
 
     def __init__(self, size: int = 2) -> None:
         self.size, self.lock = size, threading.Lock()
-        self.loaded: OrderedDict[str, faiss.Index] = OrderedDict()
+        self.loaded: dict[str, OrderedDict[str, Any]] = {KIND: OrderedDict(), segment_rank.KIND: OrderedDict()}
         self.building: dict[int, threading.Lock] = {}
         # (the run's folder URI, flat_max_docs, large) -> its catalogued index URI: a run's vectors
         # never change once it has succeeded, so neither does its index.
         self.known: dict[tuple[str, int, str], str | None] = {}
 
-    def get(self, store: ArtifactStore, uri: str) -> faiss.Index:
+    def get(self, kind: str, uri: str, load: Callable[[], Any]) -> Any:
+        loaded = self.loaded[kind]
         with self.lock:
-            if uri in self.loaded:
-                self.loaded.move_to_end(uri)
-                return self.loaded[uri]
-        index = faiss.deserialize_index(np.frombuffer(store.read_bytes(uri), dtype=np.uint8))
+            if uri in loaded:
+                loaded.move_to_end(uri)
+                return loaded[uri]
+        value = load()
         with self.lock:
-            self.loaded[uri] = index
-            while len(self.loaded) > self.size:
-                self.loaded.popitem(last=False)
-        return index
+            loaded[uri] = value
+            while len(loaded) > self.size:
+                loaded.popitem(last=False)
+        return value
 
     def build_lock(self, run_id: int) -> threading.Lock:
         with self.lock:
@@ -128,13 +129,16 @@ def forget_runs(store: ArtifactStore, run_ids: list[int]) -> None:
     with _cache.lock:
         for memo in [m for m in _cache.known if (m[0].rstrip("/") + "/").startswith(folders)]:
             del _cache.known[memo]
-        for uri in [u for u in _cache.loaded if u.startswith(folders)]:
-            del _cache.loaded[uri]
-    segment_rank.cache.forget(folders)
+        for loaded in _cache.loaded.values():
+            for uri in [u for u in loaded if u.startswith(folders)]:
+                del loaded[uri]
 
 
-def _catalogued_uri(session: Session, run_id: int, key: str, store: ArtifactStore) -> str | None:
-    return _catalogued(session, run_id, key, store, KIND)
+def _catalogued(session: Session, run_id: int, key: str, store: ArtifactStore, kind: str) -> str | None:
+    uri = store.uri(key)
+    found = [a for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=run_id)
+             if a.kind == kind and a.uri == uri]
+    return uri if found and store.exists(uri) else None
 
 
 def ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: int, *, flat_max_docs: int,
@@ -157,12 +161,12 @@ def _ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: 
             raise LookupError(f"embedding run {run_id} has no vectors to search")
         kind = choose_kind(run.n_documents or 0, flat_max_docs=flat_max_docs, large=large)
         key, shards = index_key(run_id, kind), [s["uri"] for s in run.result["shards"]]
-        uri = _catalogued_uri(session, run_id, key, store)
+        uri = _catalogued(session, run_id, key, store, KIND)
     if uri is not None:
         return uri
     with _cache.build_lock(run_id):
         with session_scope(factory) as session:
-            uri = _catalogued_uri(session, run_id, key, store)
+            uri = _catalogued(session, run_id, key, store, KIND)
         if uri is not None:  # built meanwhile by another request
             return uri
         index = build_index(_read_shards(store, shards), kind)
@@ -174,18 +178,11 @@ def _ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: 
 
 
 def load_index(store: ArtifactStore, uri: str) -> faiss.Index:
-    return _cache.get(store, uri)
+    return _cache.get(KIND, uri, lambda: faiss.deserialize_index(np.frombuffer(store.read_bytes(uri), dtype=np.uint8)))
 
 
 def segments_key(run_id: int) -> str:
     return f"embedding-runs/{run_id}/search/segments.npz"
-
-
-def _catalogued(session: Session, run_id: int, key: str, store: ArtifactStore, kind: str) -> str | None:
-    uri = store.uri(key)
-    found = [a for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=run_id)
-             if a.kind == kind and a.uri == uri]
-    return uri if found and store.exists(uri) else None
 
 
 def _segment_shards(store: ArtifactStore, uris: list[str]) -> Iterator[dict[str, np.ndarray]]:
@@ -228,7 +225,7 @@ def ensure_segment_ranker(factory: sessionmaker[Session], store: ArtifactStore, 
 
 
 def load_segment_ranker(store: ArtifactStore, uri: str) -> segment_rank.SegmentRanker:
-    return segment_rank.cache.get(store.read_bytes, uri)
+    return _cache.get(segment_rank.KIND, uri, lambda: segment_rank.from_bytes(store.read_bytes(uri)))
 
 
 def build_after_run(factory: sessionmaker[Session], store: ArtifactStore, settings: Any, run_id: int) -> None:
