@@ -250,6 +250,21 @@ def run(args: argparse.Namespace) -> dict:
             "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
+def machine() -> dict:
+    """This run's machine: CPUs, and the GPU where torch sees one (the embedder and the SAE use it at 'auto')."""
+    out: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            out |= {"gpu": props.name, "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+                    "torch": torch.__version__, "cuda": torch.version.cuda}
+    except ImportError:
+        pass
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=2000, help="Notes generated (seed 0).")
@@ -297,13 +312,15 @@ def main() -> None:
         "what": "the whole pipeline through the public HTTP API on N demo notes (gateway.demo.corpus, seed 0): "
                 "seconds per stage (request to finished job), peak RSS per process (VmHWM, reset per stage), "
                 "artifact and database bytes and rows written",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "note": "2 cores shared with other work (see each run's load average); run under nice -n 19"},
+        "machine": machine() | {"note": "2 cores shared with other work (see each run's load average); run under "
+                                        "nice -n 19" if os.cpu_count() == 2 else "each run's own `machine` says "
+                                        "where it ran (bench/gpu_e2e.sh: a lent GPU machine, nothing else running)"},
         "imported_vectors": "each note: the normalised mean of two real all-MiniLM-L6-v2 vectors (from a computed "
                             "run of 2,000 notes) of notes with the same label set (else the same primary "
                             "condition:status), plus Gaussian noise of norm --noise, renormalised",
     })
     result["precision_requested"] = args.precision
+    result["machine"] = machine()
     key = (args.n, args.mode, args.embedding, result["dim"], args.precision)
     runs = [r for r in report.get("runs", [])
             if (r["n"], r["mode"], r["embedding"], r.get("dim", 384), r.get("precision_requested")) != key]

@@ -22,7 +22,11 @@ from tests.live import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PRISMA = str(Path(sys.executable).parent / "prisma")
+_SCRIPT = Path(sys.executable).parent / "prisma"
+PRISMA = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "gateway.cli"]
+"""The CLI: the venv's script, else the module (a lent GPU machine's Python has no install of the project)."""
+KEPT_ENV = ("PRISMA_MODELS",)
+"""Settings a deployment inherits: where this machine's models are (bench/gpu_e2e.sh), not state of a deployment."""
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TERMINAL = ("succeeded", "failed", "cancelled")
 
@@ -131,17 +135,18 @@ class Embedded(Deployment):
         self.artifact_dir = self.data / "artifacts"
         self.database_url = f"sqlite:///{self.data / 'prisma.db'}"
         self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("PRISMA_", "DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT"))}
-        self.env.update({"PRISMA_DATA_DIR": str(self.data), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
+                    if k in KEPT_ENV or not k.startswith(("PRISMA_", "DATABASE_URL", "REDIS_URL", "ARTIFACT_ROOT"))}
+        self.env.update({"PRISMA_DATA_DIR": str(self.data), "HF_HUB_OFFLINE": "1",
+                         "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
                          "PRISMA_LOG_LEVEL": "WARNING"})
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log = open(root / "serve.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen([PRISMA, "serve", "--port", str(port)], env=self.env, cwd=ROOT,
+        self.proc = subprocess.Popen([*PRISMA, "serve", "--port", str(port)], env=self.env, cwd=ROOT,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         wait(lambda: _healthy(self.url), 180, "prisma serve")
         try:  # a name of its own: --resume starts a server on a data dir that has one already
-            out = subprocess.run([PRISMA, "apikey", "create", "--name", f"e2e-{uuid.uuid4().hex[:8]}"], env=self.env,
+            out = subprocess.run([*PRISMA, "apikey", "create", "--name", f"e2e-{uuid.uuid4().hex[:8]}"], env=self.env,
                                  cwd=ROOT, capture_output=True, text=True, check=True)
         except BaseException:
             self.stop()
