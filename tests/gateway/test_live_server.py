@@ -102,3 +102,19 @@ def test_several_gateway_processes_need_distributed_mode(tmp_path: Path) -> None
     assert out.returncode == 2
     assert "--workers > 1 needs distributed mode" in " ".join(out.stderr.split())
     assert not (tmp_path / "data" / "prisma.db").exists()
+
+
+def test_the_cli_runs_as_a_module_where_no_script_is_installed(tmp_path: Path) -> None:
+    """`python -m gateway.cli` is the `prisma` command (bench/e2e.py uses it on a machine whose Python has
+    the project on its path but not installed): the same refusal as the script's, under the same name."""
+    import sys
+
+    from tests.live import prisma_env
+
+    out = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--workers", "2"],
+                         env=prisma_env(tmp_path / "data"), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "--workers > 1 needs distributed mode" in " ".join(out.stderr.split())
+    usage = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--help"], env=prisma_env(tmp_path / "data"),
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 0 and "Usage: prisma serve" in usage.stdout
