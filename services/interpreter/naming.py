@@ -133,15 +133,16 @@ class Namer:
 
     # -- one batch --------------------------------------------------------------------------
     async def name_features(self, features: Sequence[int], control_pool: Sequence[str] = ()) -> list[FeatureInterpretations]:
-        """Every feature of `features` named by every back-end, scored; order kept. BLAS runs on one
-        thread meanwhile: naming is thousands of small products, which a BLAS thread pool slows down
-        (7× on two busy cores) instead of speeding up."""
+        """Every feature of `features` named by every back-end, scored; order kept. The batch's anchors'
+        neighbours are found first, their blocks on a thread pool (Neighbours.prefetch: a [64, U]
+        product and its partition each); the rest runs with BLAS on one thread: thousands of small
+        products, which a BLAS thread pool slows down (7× on two busy cores) instead of speeding up."""
+        self.neighbours.prefetch(a for f in features for a in anchors_of(self.corpus, f, self.evidence).tolist())
         with ONE_BLAS_THREAD:
             return await self._name_features(features, control_pool)
 
     async def _name_features(self, features: Sequence[int],
                              control_pool: Sequence[str]) -> list[FeatureInterpretations]:
-        self.neighbours.prefetch(a for f in features for a in anchors_of(self.corpus, f, self.evidence).tolist())
         pending = [self._evidence(f) for f in features]
         await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
                                for opts, be in self.backends))

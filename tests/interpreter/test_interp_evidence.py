@@ -144,6 +144,24 @@ def test_neighbours_found_for_a_batch_give_the_same_evidence(corpus, depth):
         assert sample_evidence(corpus, f, cfg, pool=50, neighbours=batch) == sample_evidence(corpus, f, cfg, pool=50)
 
 
+def test_neighbours_found_on_several_threads_are_those_found_on_one(corpus, monkeypatch):
+    """prefetch's blocks run on a thread pool (each product on one BLAS thread): the same neighbours,
+    in the same order, as one thread finds them block after block."""
+    from services.interpreter import evidence
+
+    cfg = EvidenceConfig(seed=0)
+    anchors = [a for f in range(corpus.n_features) for a in anchors_of(corpus, f, cfg).tolist()]
+    found = {}
+    for threads in (1, 3):
+        monkeypatch.setattr(evidence, "PREFETCH_THREADS", threads)
+        batch = Neighbours(corpus, depth=140, block=2)
+        batch.prefetch(anchors)
+        found[threads] = batch._near
+    assert len(found[1]) >= 10 and found[1].keys() == found[3].keys()
+    for g, near in found[1].items():
+        assert near.tolist() == found[3][g].tolist(), g
+
+
 @pytest.mark.parametrize("depth", [3, 512])  # 3: every list runs short (searched again over the distinct vectors)
 def test_neighbours_of_repeated_segments_are_the_nearest_copies_in_position_order(depth):
     """Segments repeat (the same clause in many notes): the search runs over the distinct vectors and gives
