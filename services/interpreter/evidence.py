@@ -188,8 +188,9 @@ class Neighbours:
         sims = self._distinct[groups] @ self._distinct.T  # [G, U]
         if banned is not None:
             sims[:, banned] = -np.inf
-        top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth]
-        return np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
+        np.negative(sims, out=sims)  # nearest = smallest, in place: no second [G, U] array
+        top = np.stack([np.argpartition(row, depth - 1)[:depth] for row in sims])  # a row at a time: no [G, U] int64
+        return np.take_along_axis(top, np.argsort(np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
 
     def prefetch(self, anchors: Iterable[int]) -> None:
         """Find the neighbours of every anchor not known yet (the previous batch's are dropped). The
