@@ -161,7 +161,7 @@ _POOL_LOCK = threading.Lock()
 
 def _prefetch_pool() -> ThreadPoolExecutor:
     """One pool for the process: threads made once keep their malloc arenas, which threads made per
-    batch would add to (measured: +330 MB peak over 200 batches)."""
+    batch would add to (measured: +330 MB of peak RSS over the 192 batches of 20,000 notes)."""
     with _POOL_LOCK:
         if not _POOL:
             _POOL.append(ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="neighbours"))
