@@ -15,7 +15,8 @@ def name_metrics(best: list, evidence_texts) -> dict:
     reliable = {i for i, b in enumerate(best) if b.reliable}
     before = shared_fraction(labels, reliable)  # as named; then one meaning per name, as the run records them
     for i, alt in distinct_names([NameChoice(i, b.label, b.score, b.reliable, b.threshold,
-                                             [a.model_dump() for a in b.alternatives]) for i, b in enumerate(best)]).items():
+                                             [a.model_dump() for a in b.alternatives], b.holds_on)
+                                             for i, b in enumerate(best)]).items():
         labels[i] = alt["label"] if alt else labels[i]
         reliable = reliable - {i} if alt is None or not alt["reliable"] else reliable | {i}  # | : a name that failed gave way
     return {"near_miss_auroc_top_half": round(float(near[: max(1, len(near) // 2)].mean()), 4) if len(near) else None,

@@ -81,7 +81,7 @@ def _name_on_segments(ds: Any, seg: Any, segment_codes: Any, embed_texts: Any) -
     best = {r.feature: r.interpretations[r.best] for r in records if r.best is not None}
     before = shared_fraction({f: b.label for f, b in best.items()}, {f for f, b in best.items() if b.reliable})
     changes = distinct_names([NameChoice(f, b.label, b.score, b.reliable, b.threshold,
-                                         [a.model_dump() for a in b.alternatives]) for f, b in best.items()])
+                                         [a.model_dump() for a in b.alternatives], b.holds_on) for f, b in best.items()])
     shown = {f: (b.label, b.score, b.threshold, b.reliable, b.description) for f, b in best.items()}
     for f, alt in changes.items():
         label, _, _, _, description = shown[f]

@@ -140,6 +140,11 @@ class EvidenceIds(BaseModel):
     near_miss_examples: list[str] = Field(default_factory=list, description="Held-out near misses' first 160 chars.")
 
 
+HOLDS_ON = ("Units (segments, or documents without segments) of the naming corpus where the feature reaches the "
+            "threshold and the name's words occur, estimated: the precision at the threshold times the feature's "
+            "activations at or above it. Of features that would show one name, the one holding it on most keeps it.")
+
+
 class Alternative(BaseModel):
     """Another phrase of the feature, scored and calibrated like its name: shown where another feature holds
     that name better (one meaning per name)."""
@@ -149,6 +154,7 @@ class Alternative(BaseModel):
     score_near_miss: float | None = None
     threshold: float | None = None
     reliable: bool | None = None
+    holds_on: int | None = Field(default=None, description=HOLDS_ON)
     precision_curve: list[tuple[float, float, int]] = Field(default_factory=list, description=(
         "Its own (activation, precision, segments) points, on the name's calibration segments: shown with its "
         "threshold where it replaces the name."))
@@ -185,6 +191,7 @@ class Interpretation(BaseModel):
     precision_curve: list[tuple[float, float, int]] = Field(default_factory=list,
                                                             description="(t, precision above t, segments above t).")
     calibrated_on: int = Field(default=0, description="Segments the precision curve was measured on.")
+    holds_on: int | None = Field(default=None, description=HOLDS_ON)
     unreliable_reason: str | None = Field(default=None, description=(
         "Why the name is unreliable, in words (each test it failed); None when it is reliable or unscored."))
     alternatives: list[Alternative] = Field(default_factory=list, description="The feature's next phrases, scored.")

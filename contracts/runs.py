@@ -146,6 +146,14 @@ class InterpretationOut(BaseModel):
     def precision_curve(self) -> list[tuple[float, float, int]]:
         return [tuple(p) for p in self.evidence.get("precision_curve") or []]  # type: ignore[misc]
 
+    @computed_field(description="Segments of the naming corpus where the feature reaches the threshold and the name "
+                    "holds, estimated (the precision at the threshold times the activations that reach it): of "
+                    "features that would show one name, the one holding it on most keeps it. None without a threshold "
+                    "or for names stored before it was kept.")
+    @property
+    def holds_on(self) -> int | None:
+        return self.evidence.get("holds_on")
+
     @computed_field(description="AUROC of the name, held-out activating segments vs held-out near misses.")
     @property
     def score_near_miss(self) -> float | None:

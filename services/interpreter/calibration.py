@@ -54,6 +54,20 @@ def curve_threshold(curve: Curve, min_precision: float = MIN_PRECISION, min_abov
     return float(curve.thresholds[ok].min()) if ok.any() else None
 
 
+def holds_on(curve: Curve, threshold: float | None, activations: np.ndarray) -> int | None:
+    """Units of the whole corpus where the feature reaches `threshold` and the name holds, estimated: the
+    precision at the threshold (measured on the calibration segments) times the feature's activations at or
+    above it (counted over all of them). What one meaning per name ranks the features sharing a name by: the
+    feature whose label:"…" finds most of the units the name describes, at the promised precision. None
+    without a threshold."""
+    if threshold is None:
+        return None
+    at = np.flatnonzero(curve.thresholds == threshold)
+    if not len(at):
+        return None
+    return int(round(float(curve.precision[at[0]]) * int(np.count_nonzero(np.asarray(activations) >= threshold))))
+
+
 def curve_points(curve: Curve, points: int = CURVE_POINTS) -> list[tuple[float, float, int]]:
     """At most `points` (t, precision, above) of the curve, evenly spaced by rank, t descending, rounded."""
     if not len(curve.thresholds):

@@ -21,7 +21,7 @@ from services.interpreter.backends.base import (Backend, BackendError, BackendOu
                                                 NamingRequest, copies_input, with_retries)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
-from services.interpreter.calibration import curve_points, curve_threshold, precision_curve
+from services.interpreter.calibration import curve_points, curve_threshold, holds_on, precision_curve
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, Neighbours, anchors_of, feature_rng, sample_evidence
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
 from services.interpreter.near_misses import NearMisses
@@ -330,6 +330,7 @@ class Namer:
         texts = [self._stems(q) for q in ev.calibration]
         acts = np.asarray(ev.calibration_acts, dtype=np.float64)
         named = [*p.record.interpretations, *(a for i in p.record.interpretations for a in i.alternatives)]
+        everywhere = self.corpus.column(p.record.feature)[1]  # every activation: how many reach a threshold
         near = len(ev.holdout_near_misses) >= 4
         if near:
             scores = embedding_scores(np.stack([vectors[n.label] for n in named]),
@@ -340,6 +341,7 @@ class Namer:
             holds = holds_mask(n.label, texts, self.language)
             curve = precision_curve(acts, holds)
             n.threshold = curve_threshold(curve)
+            n.holds_on = holds_on(curve, n.threshold, everywhere)
             n.precision_curve = curve_points(curve)  # an alternative's own too: it may be shown in the name's place
             if isinstance(n, Interpretation):
                 n.calibrated_on = len(texts)

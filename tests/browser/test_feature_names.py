@@ -30,6 +30,9 @@ def test_feature_page_shows_phrase_threshold_curve_and_near_misses(page, demo) -
     assert page.locator("#feature-keywords").is_visible()
     assert page.locator("#threshold-value").inner_text() == f"{feature['threshold']:.3f}"
     assert page.locator("#precision-curve tbody tr").count() == len(best["precision_curve"])
+    # how many segments it holds on, which decided who keeps a shared name: in the API and on the page
+    assert best["holds_on"] is not None and best["holds_on"] > 0
+    assert f"{best['holds_on']:,}" in page.locator("#holds-on").inner_text()
     if best["near_misses"]:
         assert page.locator("#near-misses li").count() == len(best["near_misses"])
     # the demo's run has segment codes: each example marks the clause that makes its note fire

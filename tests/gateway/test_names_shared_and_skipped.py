@@ -20,11 +20,12 @@ NAME_CURVE = [(0.5, 1.0, 5), (0.2, 0.8, 12), (0.05, 0.6, 20)]
 ACUTA_CURVE = [(0.5, 1.0, 6), (0.3, 0.85, 10), (0.05, 0.4, 20)]
 
 
-def named(feature: int, label: str, score: float, alternatives: list[Alternative]) -> FeatureInterpretations:
+def named(feature: int, label: str, score: float, alternatives: list[Alternative],
+          holds_on: int | None = None) -> FeatureInterpretations:
     ev = EvidenceIds(activating=[1, 2], holdout_activating=list(range(10, 30)))
     interp = Interpretation(feature=feature, label=label, backend="keywords", evidence=ev, score_embedding=score,
                             score=score, reliable=True, threshold=0.2, alternatives=alternatives,
-                            precision_curve=NAME_CURVE, calibrated_on=20)
+                            precision_curve=NAME_CURVE, calibrated_on=20, holds_on=holds_on)
     return FeatureInterpretations(feature=feature, n_activating=40, interpretations=[interp], best=0)
 
 
@@ -57,6 +58,22 @@ def test_a_name_that_does_not_hold_gives_way_to_an_alternative_that_does() -> No
     assert distinct_names([NameChoice(5, "x y", 0.9, False, None, [alt("x", 0.7), alt("y", 0.85)])]) == {5: alt("y", 0.85)}
 
 
+def test_of_features_sharing_a_name_the_one_holding_it_on_most_units_keeps_it() -> None:
+    """Demo, clause SAE: a "bronco-" feature scoring 0.97 held "bronchiolite" on ~170 clauses, a feature firing on
+    every bronchiolitis clause scoring 0.94 on ~550: the second keeps the name, whatever the scores; names
+    recorded without `holds_on` (before it existed) rank by score alone, after those that have it."""
+    alt = lambda label, score, holds=None: {"label": label, "score": score, "threshold": 0.1,  # noqa: E731
+                                             "reliable": True, "holds_on": holds}
+    choices = [NameChoice(1, "test di broncodilatazione", 0.97, False, None, [alt("bronchiolite", 0.97, 173)]),
+               NameChoice(2, "bronchiolite acuta", 0.94, False, None, [alt("bronchiolite", 0.94, 550)]),
+               NameChoice(3, "bronchiolite", 0.99, True, 0.2, [alt("bronchiolite in atto", 0.8, 40)])]
+    assert distinct_names(choices) == {2: alt("bronchiolite", 0.94, 550), 3: alt("bronchiolite in atto", 0.8, 40)}
+    own = [NameChoice(4, "febbre", 0.75, True, 0.1, [], holds_on=300), NameChoice(5, "febbre", 0.95, True, 0.1, [], 120)]
+    assert distinct_names(own) == {5: None}
+    unknown = [NameChoice(6, "tosse", 0.75, True, 0.1, []), NameChoice(7, "tosse", 0.95, True, 0.1, [])]
+    assert distinct_names(unknown) == {6: None}
+
+
 @pytest.mark.anyio
 async def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app, client, auth) -> None:  # noqa: ANN001
     store, factory = app.state.store, app.state.factory
@@ -67,9 +84,10 @@ async def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app
                                                        reliable=True, precision_curve=ACUTA_CURVE)])
     guess.interpretations[0].reliable, guess.interpretations[0].threshold = False, None
     guess.interpretations[0].unreliable_reason = "at no activation do its words occur in 80 % of the segments it fires on"
-    records = [named(0, "bronchiolite", 0.9, []),
+    records = [named(0, "bronchiolite", 0.9, [], holds_on=15),
                named(1, "bronchiolite", 0.8, [Alternative(label="bronchiolite acuta", score=0.78, threshold=0.3,
-                                                          reliable=True, precision_curve=ACUTA_CURVE)]),
+                                                          reliable=True, precision_curve=ACUTA_CURVE, holds_on=7)],
+                     holds_on=11),
                named(2, "bronchiolite", 0.7, []),
                FeatureInterpretations(feature=3, n_activating=2, skipped="feature 3 fires on 2 documents (< 4)"),
                FeatureInterpretations(feature=4, n_activating=50, skipped="no name: keywords: "
@@ -87,6 +105,8 @@ async def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app
         # the curve shown beside the threshold is the shown phrase's, not the replaced name's
         assert rows[1][1].evidence["precision_curve"] == [list(p) for p in ACUTA_CURVE]
         assert rows[0][1].evidence["precision_curve"] == [list(p) for p in NAME_CURVE]
+        # and so is what it holds on: the kept name's own, the alternative's where one is shown
+        assert rows[0][1].evidence["holds_on"] == 15 and rows[1][1].evidence["holds_on"] == 7
         assert rows[2][1].evidence["unreliable_reason"] == SHARED_NAME  # kept, unreliable, and saying why
     assert shown[0] == ("bronchiolite", True, 0.2)
     assert shown[1] == ("bronchiolite acuta", True, 0.3)

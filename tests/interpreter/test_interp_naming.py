@@ -51,6 +51,12 @@ async def test_run_names_scores_and_controls(synthetic):
     for interp, alt in alternatives:
         assert alt.precision_curve and alt.precision_curve[-1][2] == interp.precision_curve[-1][2] == interp.calibrated_on
     assert any(alt.precision_curve != interp.precision_curve for interp, alt in alternatives)
+    # what each name holds on: none without a threshold, else at most the units where the feature reaches it
+    for r in records[:6]:
+        for n in [*r.interpretations, *(a for i in r.interpretations for a in i.alternatives)]:
+            assert (n.holds_on is None) == (n.threshold is None)
+            assert n.holds_on is None or 0 <= n.holds_on <= r.n_activating
+    assert any(i.holds_on for r in records[:6] for i in r.interpretations)
     assert records[6].skipped and records[6].best is None
     assert progress[-1].done == progress[-1].total == 8 and progress[-1].unit == "features"
     assert result.families is not None and b'"parent":0' in store.read_bytes(result.families.uri).replace(b" ", b"")

@@ -8,7 +8,7 @@ import pytest
 
 from services.interpreter.backends.base import NamingRequest
 from services.interpreter.backends.keywords import TermIndex
-from services.interpreter.calibration import calibrated_threshold, curve_points, precision_curve
+from services.interpreter.calibration import calibrated_threshold, curve_points, curve_threshold, holds_on, precision_curve
 from services.interpreter.phrases import PhraseBackend, distinct_phrases, is_phrase, name_holds, phrase_ranking
 
 IT_TOP = ["Sospetta bronchiolite acuta.", "Il PLS riferisce sospetta bronchiolite.", "sospetta bronchiolite in atto.",
@@ -101,6 +101,23 @@ def test_threshold_equals_the_naive_computation_on_random_codes(n, seed):
         assert above == mask.sum() and p == pytest.approx(holds[mask].mean())
     points = curve_points(curve)
     assert len(points) <= 12 and all(a[0] > b[0] for a, b in zip(points, points[1:]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_holds_on_is_the_threshold_precision_times_the_activations_that_reach_it(seed):
+    """holds_on against a naive count: the calibration sample's precision at the threshold, times every
+    activation of the feature (a larger set than the sample) at or above the threshold."""
+    rng = np.random.default_rng(seed)
+    everywhere = np.round(rng.gamma(2.0, 0.5, 400), 2).astype(np.float32)
+    sample = rng.choice(everywhere, 120, replace=False)
+    holds = rng.random(120) < np.clip(sample / sample.max() + 0.2, 0, 1)
+    curve = precision_curve(sample, holds)
+    t = curve_threshold(curve)
+    assert t is not None  # every seed here has one
+    above = sample.astype(np.float64) >= t
+    expected = round(holds[above].mean() * np.count_nonzero(everywhere.astype(np.float64) >= t))
+    assert holds_on(curve, t, everywhere) == expected
+    assert holds_on(curve, None, everywhere) is None
 
 
 def test_near_misses_come_from_co_firing_features_and_are_held_apart():

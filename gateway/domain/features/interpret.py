@@ -152,6 +152,7 @@ def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[In
                                                                "score_near_miss": i.score_near_miss,
                                                                "precision_curve": i.precision_curve,
                                                                "calibrated_on": i.calibrated_on,
+                                                               "holds_on": i.holds_on,
                                                                "unreliable_reason": i.unreliable_reason,
                                                                "alternatives": [a.model_dump() for a in i.alternatives]},
                            created_at=i.created_at.replace(tzinfo=None))
@@ -166,8 +167,8 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
     free (the reason its name failed kept as `replaced_reason`). Returns how many features changed."""
     rows = search_repo.named_features(session, sae_run_id=sae_run_id)
     by_feature = {f.index: i for f, i in rows}
-    choices = [NameChoice(f.index, i.label, i.score, i.reliable, i.threshold, list((i.evidence or {}).get("alternatives") or []))
-               for f, i in rows]
+    choices = [NameChoice(f.index, i.label, i.score, i.reliable, i.threshold, list((i.evidence or {}).get("alternatives") or []),
+                          (i.evidence or {}).get("holds_on")) for f, i in rows]
     changes = distinct_names(choices)
     for index, alt in changes.items():
         interp = by_feature[index]
@@ -183,6 +184,7 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
             evidence["score_near_miss"] = alt.get("score_near_miss")
             # the curve the shown threshold was read from (names recorded before alternatives had one: none)
             evidence["precision_curve"] = alt.get("precision_curve") or []
+            evidence["holds_on"] = alt.get("holds_on")
             evidence["unreliable_reason"] = None  # the replaced name's; an alternative is shown only where reliable
             interp.label, interp.score, interp.threshold, interp.reliable = (alt["label"], alt["score"],
                                                                              alt["threshold"], alt["reliable"])

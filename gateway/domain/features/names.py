@@ -1,9 +1,14 @@
 """One meaning per name: within a run, no two reliable features show the same name.
 
-Features whose shown names fold to the same text are ranked by how well the name holds (score, then the
-lower threshold, then index); the first keeps it, each other one shows its first alternative phrase
-(stored with the name, scored and calibrated like it) that is reliable and not taken, else keeps its
-name marked unreliable ("shared").
+Features whose shown names fold to the same text are ranked by how much of what the name describes each
+holds it on (`holds_on`: the units where the feature reaches its threshold and the name's words occur, at
+the threshold's precision of 80 % or more), then by score, the lower threshold and index; the first keeps
+it, each other one shows its first alternative phrase (stored with the name, scored and calibrated like it)
+that is reliable and not taken, else keeps its name marked unreliable ("shared"). Coverage first: the
+search `label:"bronchiolite"` must lead to the feature that fires on most bronchiolitis mentions, not to one
+that holds the word on a thin top slice of its activations (on the demo, a "bronco-" feature scoring 0.97
+held it on about 30 clauses of 554, another scoring 0.94 on about 400). Names recorded before `holds_on`
+existed have none and rank by score alone.
 
 A feature whose own name does not hold (unreliable: at no activation do its words occur in 80 % of its
 segments, say) while one of its alternatives does shows that alternative instead, ranked with the reliable
@@ -29,6 +34,7 @@ class NameChoice:
     reliable: bool | None
     threshold: float | None = None
     alternatives: list[dict] = field(default_factory=list)
+    holds_on: int | None = None
 
 
 def fold(label: str) -> str:
@@ -38,19 +44,20 @@ def fold(label: str) -> str:
 def distinct_names(choices: list[NameChoice]) -> dict[int, dict | None]:
     """Feature → the alternative it shows instead of its name (a dict of `alternatives`), or None where it
     keeps its name but loses its reliability; features that keep their name are absent."""
-    def shown(c: NameChoice) -> tuple[str, float | None, float | None, dict | None] | None:
-        """(label, score, threshold, the alternative shown) a feature competes with; None: nothing reliable."""
+    def shown(c: NameChoice) -> tuple[str, float | None, float | None, dict | None, int | None] | None:
+        """(label, score, threshold, the alternative shown, holds_on) a feature competes with; None: nothing
+        reliable."""
         if c.reliable:
-            return c.label, c.score, c.threshold, None
+            return c.label, c.score, c.threshold, None, c.holds_on
         alt = max((a for a in c.alternatives if a.get("reliable")), key=lambda a: a.get("score") or 0.0, default=None)
-        return None if alt is None else (alt["label"], alt.get("score"), alt.get("threshold"), alt)
+        return None if alt is None else (alt["label"], alt.get("score"), alt.get("threshold"), alt, alt.get("holds_on"))
 
     ranked = [(c, s) for c in choices if (s := shown(c)) is not None]
     taken: set[str] = set()
-    order = sorted(ranked, key=lambda cs: (-(cs[1][1] or 0.0), cs[1][2] if cs[1][2] is not None else 1e9,
-                                           cs[0].feature))
+    order = sorted(ranked, key=lambda cs: (-(cs[1][4] if cs[1][4] is not None else -1), -(cs[1][1] or 0.0),
+                                           cs[1][2] if cs[1][2] is not None else 1e9, cs[0].feature))
     changes: dict[int, dict | None] = {}
-    for c, (label, _, _, promoted) in order:
+    for c, (label, _, _, promoted, _) in order:
         if fold(label) not in taken:
             taken.add(fold(label))
             if promoted is not None:
