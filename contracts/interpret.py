@@ -150,7 +150,10 @@ class Alternative(BaseModel):
     that name better (one meaning per name)."""
 
     label: str
-    score: float | None = None
+    score: float | None = Field(default=None, description="The lower of its own held-out and near-miss AUROCs.")
+    score_embedding: float | None = Field(default=None, description=(
+        "Its own AUROC of cos(phrase, document) on the name's held-out documents (before 2026-11-28 the name's was "
+        "used in its place)."))
     score_near_miss: float | None = None
     threshold: float | None = None
     reliable: bool | None = None

@@ -302,13 +302,18 @@ class Namer:
                 continue
             ev = p.evidence
             assert ev is not None
-            labels = [i.label for i in p.record.interpretations] + ([p.control] if p.control else [])
+            alternatives = [a for i in p.record.interpretations for a in i.alternatives]
+            labels = ([i.label for i in p.record.interpretations] + [a.label for a in alternatives]
+                      + ([p.control] if p.control else []))
             scores = embedding_scores(np.stack([vectors[t] for t in labels]),
                                       self.corpus.vectors[ev.holdout_activating],
                                       self.corpus.vectors[ev.holdout_non_activating])
             control = scores[-1] if p.control else None
-            for interp, s in zip(p.record.interpretations, scores):
+            named = len(p.record.interpretations)
+            for interp, s in zip(p.record.interpretations, scores[:named]):
                 interp.score_embedding, interp.control_embedding = s, control
+            for alt, s in zip(alternatives, scores[named:named + len(alternatives)]):
+                alt.score_embedding = s  # its own, as it may be shown in the name's place
             self._near_and_threshold(p, vectors)
 
     def _stems(self, position: int) -> frozenset[str]:
@@ -346,8 +351,7 @@ class Namer:
             if isinstance(n, Interpretation):
                 n.calibrated_on = len(texts)
             else:
-                n.score = lower(n.score_near_miss, next(i.score_embedding for i in p.record.interpretations
-                                                         if n in i.alternatives))
+                n.score = lower(n.score_near_miss, n.score_embedding)
 
     async def _score_detection(self, p: _Pending) -> None:
         """Detection for each back-end's best candidate by embedding score (all when unscored), and the control."""

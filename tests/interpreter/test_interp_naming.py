@@ -51,6 +51,11 @@ async def test_run_names_scores_and_controls(synthetic):
     for interp, alt in alternatives:
         assert alt.precision_curve and alt.precision_curve[-1][2] == interp.precision_curve[-1][2] == interp.calibrated_on
     assert any(alt.precision_curve != interp.precision_curve for interp, alt in alternatives)
+    # each alternative scored on its own embedding (the lower of that and its near-miss AUROC), not on its name's
+    for interp, alt in alternatives:
+        assert alt.score_embedding is not None
+        assert alt.score == min(x for x in (alt.score_embedding, alt.score_near_miss) if x is not None)
+    assert any(alt.score_embedding != interp.score_embedding for interp, alt in alternatives)
     # what each name holds on: none without a threshold, else at most the units where the feature reaches it
     for r in records[:6]:
         for n in [*r.interpretations, *(a for i in r.interpretations for a in i.alternatives)]:
