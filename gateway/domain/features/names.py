@@ -49,8 +49,8 @@ def distinct_names(choices: list[NameChoice]) -> dict[int, dict | None]:
         reliable."""
         if c.reliable:
             return c.label, c.score, c.threshold, None, c.holds_on
-        alt = max((a for a in c.alternatives if a.get("reliable")), default=None,  # ties (an alternative's score is
-                  key=lambda a: (a.get("score") or 0.0, a.get("holds_on") or -1))  # capped by its name's): coverage
+        alt = max((a for a in c.alternatives if a.get("reliable")), default=None,  # ties (before alternatives were
+                  key=lambda a: (a.get("score") or 0.0, a.get("holds_on") or -1))  # scored on their own): coverage
         return None if alt is None else (alt["label"], alt.get("score"), alt.get("threshold"), alt, alt.get("holds_on"))
 
     ranked = [(c, s) for c in choices if (s := shown(c)) is not None]
