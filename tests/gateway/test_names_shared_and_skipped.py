@@ -72,7 +72,8 @@ def test_of_features_sharing_a_name_the_one_holding_it_on_most_units_keeps_it() 
     assert distinct_names(own) == {5: None}
     unknown = [NameChoice(6, "tosse", 0.75, True, 0.1, []), NameChoice(7, "tosse", 0.95, True, 0.1, [])]
     assert distinct_names(unknown) == {6: None}
-    # a failing name's alternatives tied on score (each capped by the name's own): the one holding on most is shown
+    # a failing name's alternatives tied on score (as all were before they were scored on their own): the one
+    # holding on most is shown
     tied = [NameChoice(8, "bronchiolite acuta", 0.94, False, None,
                        [alt("diagnosi clinica", 0.94, 40), alt("bronchiolite", 0.94, 550), alt("acuta", 0.9, 600)])]
     assert distinct_names(tied) == {8: alt("bronchiolite", 0.94, 550)}

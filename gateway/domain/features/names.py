@@ -19,6 +19,7 @@ holding above 0.12 show "bronchiolite". Pure: the recording job and bench/status
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 SHARED_NAME = "another feature holds this name better and none of this one's other phrases holds"
 """Why a feature that keeps a name another holds better is unreliable (its `unreliable_reason`)."""
@@ -41,28 +42,41 @@ def fold(label: str) -> str:
     return " ".join(label.casefold().split())
 
 
+class _Shown(NamedTuple):
+    """What a feature competes with for a name: its own reliable name, or its best reliable alternative."""
+
+    label: str
+    score: float | None
+    threshold: float | None
+    promoted: dict | None  # the alternative shown in its name's place; None: its own name
+    holds_on: int | None
+
+    def rank(self, feature: int) -> tuple[float, float, float, int]:
+        """Most segments held on first (none: after all that have a count), then score, lower threshold, index."""
+        return (-(self.holds_on if self.holds_on is not None else -1), -(self.score or 0.0),
+                self.threshold if self.threshold is not None else 1e9, feature)
+
+
 def distinct_names(choices: list[NameChoice]) -> dict[int, dict | None]:
     """Feature → the alternative it shows instead of its name (a dict of `alternatives`), or None where it
     keeps its name but loses its reliability; features that keep their name are absent."""
-    def shown(c: NameChoice) -> tuple[str, float | None, float | None, dict | None, int | None] | None:
-        """(label, score, threshold, the alternative shown, holds_on) a feature competes with; None: nothing
-        reliable."""
+    def shown(c: NameChoice) -> _Shown | None:
         if c.reliable:
-            return c.label, c.score, c.threshold, None, c.holds_on
+            return _Shown(c.label, c.score, c.threshold, None, c.holds_on)
         alt = max((a for a in c.alternatives if a.get("reliable")), default=None,  # ties (before alternatives were
                   key=lambda a: (a.get("score") or 0.0, a.get("holds_on") or -1))  # scored on their own): coverage
-        return None if alt is None else (alt["label"], alt.get("score"), alt.get("threshold"), alt, alt.get("holds_on"))
+        return None if alt is None else _Shown(alt["label"], alt.get("score"), alt.get("threshold"), alt,
+                                               alt.get("holds_on"))
 
     ranked = [(c, s) for c in choices if (s := shown(c)) is not None]
     taken: set[str] = set()
-    order = sorted(ranked, key=lambda cs: (-(cs[1][4] if cs[1][4] is not None else -1), -(cs[1][1] or 0.0),
-                                           cs[1][2] if cs[1][2] is not None else 1e9, cs[0].feature))
+    order = sorted(ranked, key=lambda cs: cs[1].rank(cs[0].feature))
     changes: dict[int, dict | None] = {}
-    for c, (label, _, _, promoted, _) in order:
-        if fold(label) not in taken:
-            taken.add(fold(label))
-            if promoted is not None:
-                changes[c.feature] = promoted
+    for c, won in order:
+        if fold(won.label) not in taken:
+            taken.add(fold(won.label))
+            if won.promoted is not None:
+                changes[c.feature] = won.promoted
             continue
         alt = next((a for a in c.alternatives if a.get("reliable") and fold(a["label"]) not in taken), None)
         if alt is not None:
