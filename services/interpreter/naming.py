@@ -71,6 +71,11 @@ class _Pending:
     keywords: list[str] | None = None
     """The feature's most contrastive terms: hints to a language model, and evidence shown under its name."""
 
+    @property
+    def named(self) -> list[Interpretation | Alternative]:
+        """Every label scored and calibrated: the interpretations, then each one's alternatives, in order."""
+        return [*self.record.interpretations, *(a for i in self.record.interpretations for a in i.alternatives)]
+
 
 @dataclass
 class Namer:
@@ -291,9 +296,7 @@ class Namer:
     async def _score_embedding(self, pending: list[_Pending]) -> None:
         if not self.scoring.embedding or self.embed_texts is None:
             return
-        texts = sorted({i.label for p in pending for i in p.record.interpretations}
-                       | {a.label for p in pending for i in p.record.interpretations for a in i.alternatives}
-                       | {p.control for p in pending if p.control})
+        texts = sorted({n.label for p in pending for n in p.named} | {p.control for p in pending if p.control})
         if not texts:
             return
         vectors = await self.embed(texts)
@@ -302,18 +305,16 @@ class Namer:
                 continue
             ev = p.evidence
             assert ev is not None
-            alternatives = [a for i in p.record.interpretations for a in i.alternatives]
-            labels = ([i.label for i in p.record.interpretations] + [a.label for a in alternatives]
-                      + ([p.control] if p.control else []))
+            named = p.named
+            labels = [n.label for n in named] + ([p.control] if p.control else [])
             scores = embedding_scores(np.stack([vectors[t] for t in labels]),
                                       self.corpus.vectors[ev.holdout_activating],
                                       self.corpus.vectors[ev.holdout_non_activating])
             control = scores[-1] if p.control else None
-            named = len(p.record.interpretations)
-            for interp, s in zip(p.record.interpretations, scores[:named]):
-                interp.score_embedding, interp.control_embedding = s, control
-            for alt, s in zip(alternatives, scores[named:named + len(alternatives)]):
-                alt.score_embedding = s  # its own, as it may be shown in the name's place
+            for n, s in zip(named, scores):  # an alternative's own too, as it may be shown in the name's place
+                n.score_embedding = s
+                if isinstance(n, Interpretation):
+                    n.control_embedding = control
             self._near_and_threshold(p, vectors)
 
     def _stems(self, position: int) -> frozenset[str]:
@@ -334,7 +335,7 @@ class Namer:
         assert ev is not None
         texts = [self._stems(q) for q in ev.calibration]
         acts = np.asarray(ev.calibration_acts, dtype=np.float64)
-        named = [*p.record.interpretations, *(a for i in p.record.interpretations for a in i.alternatives)]
+        named = p.named
         everywhere = self.corpus.column(p.record.feature)[1]  # every activation: how many reach a threshold
         near = len(ev.holdout_near_misses) >= 4
         if near:
