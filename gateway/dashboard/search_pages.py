@@ -23,8 +23,8 @@ from gateway.domain.features import repo as feature_repo
 from gateway.domain.runs.query_model import NoQueryModel
 from gateway.search import service
 from gateway.search.expressions import ExpressionError, FeatureOutOfRange, UnknownFamilyError, UnknownLabelError
-from gateway.search.label_rank import LabelEntry, quote_label, rank_labels
-from gateway.search.space import SearchNotReady, codes_or_none
+from gateway.search.label_rank import LabelEntry, quote_label, quoted_label, rank_labels
+from gateway.search.space import SearchNotReady, codes_or_none, segment_uris
 from gateway.services import ServiceError, ServiceUnavailable
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
@@ -33,7 +33,8 @@ SUGGESTIONS = 12
 SUGGESTION_POOL = 400
 """Matches ranked (label_rank.py) before the completion keeps SUGGESTIONS: cut by score alone first, a run
 whose keyword evidence mentions the typed word more often than its names do offered no name holding it."""
-EXAMPLES = ['label:"bronchiolitis" AND NOT label:"suspected"', "F12 > 0.3 AND NOT F40", "0.7*F12 + 0.3*F40 >= 0.5"]
+EXAMPLE_POOL = 50
+"""Reliable features read (best score first) to find two distinct names for the examples under the box."""
 MAX_SUGGEST_CHARS = 2_000  # completion is for typing; a longer box is answered 422 (q)
 MAX_SUGGEST_WORDS = 200  # label words looked up, as the features list's own filter
 KEYWORDS = ("AND", "OR", "NOT", "ANY", "SEGMENT", "SENTENCE")
@@ -70,6 +71,32 @@ def typed_tail(q: str) -> Typed | None:
         return Typed("index", start, digits)
     first_letter = next((i for i, char in enumerate(run) if not char.isdecimal()), None)
     return Typed("word", start + first_letter, run[first_letter:]) if first_letter is not None else None
+
+
+def run_examples(session: SessionDep, run: Any) -> list[str]:
+    """The examples under the box, written from this run's own features, so that each one runs: its two best
+    reliable names (distinct), the second excluded (within one segment where the run has segment codes), and the
+    same two features by index, compared at half their strongest activation and weighed. With fewer than two
+    reliable names, the two densest features by index only; none before the run has features."""
+    rows, _ = feature_repo.list_features(session, sae_run_id=run.id, sort="score", limit=EXAMPLE_POOL, offset=0,
+                                         reliability="reliable")
+    named: dict[str, Any] = {}
+    for feature, best in rows:
+        named.setdefault(best.label.strip().casefold(), (feature, best.label))
+    pair = list(named.values())[:2]
+    if len(pair) < 2:
+        dense, _ = feature_repo.list_features(session, sae_run_id=run.id, sort="density", limit=2, offset=0)
+        pair = [(feature, None) for feature, _ in dense]
+    if not pair:
+        return []
+    (a, label_a), (b, label_b) = pair[0], pair[-1]
+    half = f"{max(a.max_activation, 0.0) / 2:.4f}".rstrip("0").rstrip(".")  # a plain decimal, as the grammar reads
+    examples = [f"F{a.index} > {half}" + (f" AND NOT F{b.index}" if b is not a else ""),
+                f"0.7*F{a.index} + 0.3*F{b.index} >= {half}"]
+    if label_a is not None and label_b is not None:
+        names = f"{quoted_label(label_a)} AND NOT {quoted_label(label_b)}"
+        examples.insert(0, f"SEGMENT({names})" if segment_uris(run) else names)
+    return examples
 
 
 def error_view(text: str, exc: Exception) -> dict[str, Any]:
@@ -123,7 +150,7 @@ async def search_page(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Response:
     run = sae_run_or_404(session, run_id)
-    ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method, "examples": EXAMPLES,
+    ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method, "examples": run_examples(session, run),
                            "result": None, "error": None, "problem": None, "pager": None, "page_url": None,
                            "excerpts": {}}
     status = 200

@@ -68,6 +68,15 @@ def test_search_page(page, demo) -> None:  # noqa: ANN001
     page.get_by_role("link", name="Search").click()
     page.wait_for_url(f"{url}/sae-runs/{run_id}/search")
 
+    # the examples under the box are written from this run's names (the demo has clauses: within one segment);
+    # following the first lists documents, not an unknown name
+    example = page.locator("#q-help a").first
+    assert example.inner_text().startswith('SEGMENT(label:"'), example.inner_text()
+    example.click()
+    page.wait_for_selector("#document-results")
+    assert re.search(r"[\d,]+ documents? match", page.locator(".summary").inner_text())
+    page.goto(f"{url}/sae-runs/{run_id}/search")
+
     # a wrong expression: the message, the column marked, the caret on it
     wrong = f"F{feat['index']} AND (F1 OR"
     page.fill("#q", wrong)

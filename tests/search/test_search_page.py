@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gateway.db import session_scope
+from gateway.domain.features import repo as feature_repo
 from tests.search.conftest import LABELS, add_interpretation
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +134,22 @@ async def test_completion_offers_the_names_that_hold_the_word_first(client, auth
     assert values[0] == "F1 AND label:&#34;mentioned wheeze&#34;", values
     evidence = {f"F1 AND label:&#34;{label}&#34;" for index, label in LABELS.items() if index != 3}  # F3 unreliable
     assert values[1] in evidence, values  # then a name found through its evidence ("notes that mention …")
+
+
+async def test_the_examples_are_written_from_the_runs_own_features(client, auth, seeded, app) -> None:  # noqa: ANN001
+    """Each example under the box runs on this run (no name or index the run lacks): the two best reliable names,
+    the second excluded, then the same features by index; a run with too few names gets index examples only."""
+    page = (await client.get(f"/sae-runs/{seeded.run_id}/search", headers=auth)).text
+    examples = [parse_qs(html.unescape(q))["q"][0] for q in re.findall(r'<a href="\?(mode=expression&amp;q=[^"]+)"', page)]
+    assert examples[0] == 'label:"bronchiolitis" AND NOT label:"suspected bronchiolitis"', examples
+    assert examples[1].startswith("F0 > ") and examples[1].endswith(" AND NOT F1") and examples[2].startswith("0.7*F0 + 0.3*F1 >= ")
+    for expression in examples:
+        found = await client.get(f"/sae-runs/{seeded.run_id}/search", params={"q": expression}, headers=auth)
+        assert found.status_code == 200 and "documents match" in found.text, (expression, found.text[-500:])
+    with session_scope(app.state.factory) as session:  # no reliable name left: index examples only
+        for feat, best in feature_repo.list_features(session, sae_run_id=seeded.run_id, sort="index", limit=100,
+                                                     offset=0, reliability="reliable")[0]:
+            best.reliable = False
+    page = (await client.get(f"/sae-runs/{seeded.run_id}/search", headers=auth)).text
+    examples = [parse_qs(html.unescape(q))["q"][0] for q in re.findall(r'<a href="\?(mode=expression&amp;q=[^"]+)"', page)]
+    assert len(examples) == 2 and all(e.startswith("F") or e.startswith("0.7*F") for e in examples), examples
