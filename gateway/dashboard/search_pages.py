@@ -6,6 +6,7 @@ feature names is a fragment of <option>s for the box's datalist."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlencode
 
@@ -33,8 +34,8 @@ SUGGESTIONS = 12
 SUGGESTION_POOL = 400
 """Matches ranked (label_rank.py) before the completion keeps SUGGESTIONS: cut by score alone first, a run
 whose keyword evidence mentions the typed word more often than its names do offered no name holding it."""
-EXAMPLE_POOL = 50
-"""Reliable features read (best score first) to find two distinct names for the examples under the box."""
+EXAMPLE_POOL = 200
+"""Reliable features read (best score first) to find two names for the examples under the box."""
 MAX_SUGGEST_CHARS = 2_000  # completion is for typing; a longer box is answered 422 (q)
 MAX_SUGGEST_WORDS = 200  # label words looked up, as the features list's own filter
 KEYWORDS = ("AND", "OR", "NOT", "ANY", "SEGMENT", "SENTENCE")
@@ -74,16 +75,20 @@ def typed_tail(q: str) -> Typed | None:
 
 
 def run_examples(session: SessionDep, run: Any) -> list[str]:
-    """The examples under the box, written from this run's own features, so that each one runs: its two best
-    reliable names (distinct), the second excluded (within one segment where the run has segment codes), and the
-    same two features by index, compared at half their strongest activation and weighed. With fewer than two
-    reliable names, the two densest features by index only; none before the run has features."""
+    """The examples under the box, written from this run's own features, so that each one runs: two reliable
+    names, the second excluded (within one segment where the run has segment codes), and the same two features by
+    index, compared at half their strongest activation and weighed. The two names are the best-scored pair where
+    the second holds every word of the first and more ("bronchiolite" AND NOT "sospetta bronchiolite": the kind
+    of query the page is for), else the two best names. With fewer than two reliable names, the two densest
+    features by index only; none before the run has features."""
     rows, _ = feature_repo.list_features(session, sae_run_id=run.id, sort="score", limit=EXAMPLE_POOL, offset=0,
                                          reliability="reliable")
     named: dict[str, Any] = {}
     for feature, best in rows:
         named.setdefault(best.label.strip().casefold(), (feature, best.label))
-    pair = list(named.values())[:2]
+    words = {key: set(re.findall(r"\w+", key)) for key in named}
+    refined = next(((a, b) for a in named for b in named if words[a] and words[a] < words[b]), None)
+    pair = [named[k] for k in refined] if refined else list(named.values())[:2]
     if len(pair) < 2:
         dense, _ = feature_repo.list_features(session, sae_run_id=run.id, sort="density", limit=2, offset=0)
         pair = [(feature, None) for feature, _ in dense]

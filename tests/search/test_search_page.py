@@ -137,8 +137,9 @@ async def test_completion_offers_the_names_that_hold_the_word_first(client, auth
 
 
 async def test_the_examples_are_written_from_the_runs_own_features(client, auth, seeded, app) -> None:  # noqa: ANN001
-    """Each example under the box runs on this run (no name or index the run lacks): the two best reliable names,
-    the second excluded, then the same features by index; a run with too few names gets index examples only."""
+    """Each example under the box runs on this run (no name or index the run lacks): a reliable name and one that
+    refines it ("bronchiolitis", "suspected bronchiolitis"), the second excluded, then the same features by index;
+    without such a pair the two best names; a run with too few names gets index examples only."""
     page = (await client.get(f"/sae-runs/{seeded.run_id}/search", headers=auth)).text
     examples = [parse_qs(html.unescape(q))["q"][0] for q in re.findall(r'<a href="\?(mode=expression&amp;q=[^"]+)"', page)]
     assert examples[0] == 'label:"bronchiolitis" AND NOT label:"suspected bronchiolitis"', examples
@@ -146,6 +147,14 @@ async def test_the_examples_are_written_from_the_runs_own_features(client, auth,
     for expression in examples:
         found = await client.get(f"/sae-runs/{seeded.run_id}/search", params={"q": expression}, headers=auth)
         assert found.status_code == 200 and "documents match" in found.text, (expression, found.text[-500:])
+    with session_scope(app.state.factory) as session:  # no name refines another: the two best (F0 first, then F2)
+        feature_repo.get_feature(session, sae_run_id=seeded.run_id, index=1)[1].reliable = False
+    page = (await client.get(f"/sae-runs/{seeded.run_id}/search", headers=auth)).text
+    assert 'label:&#34;bronchiolitis&#34; AND NOT label:&#34;acute otitis media&#34;' in page
+    with session_scope(app.state.factory) as session:  # a refining pair below the two best is chosen over them
+        add_interpretation(session, run_id=seeded.run_id, index=7, label="acute otitis media, left ear")
+    page = (await client.get(f"/sae-runs/{seeded.run_id}/search", headers=auth)).text
+    assert 'label:&#34;acute otitis media&#34; AND NOT label:&#34;acute otitis media, left ear&#34;' in page
     with session_scope(app.state.factory) as session:  # no reliable name left: index examples only
         for feat, best in feature_repo.list_features(session, sae_run_id=seeded.run_id, sort="index", limit=100,
                                                      offset=0, reliability="reliable")[0]:
