@@ -197,8 +197,9 @@ def main() -> None:
               "sets": {name: run_set(name) for name in ("demo", "negex")},
               "machine": {"platform": platform.platform(), "torch_threads": torch.get_num_threads()}}
     OUT.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({n: {"direction": s["direction"], "best_single": {k: v["status_auroc"] for k, v in s["sae"].items()}}
-                      for n, s in report["sets"].items()}, indent=1))
+    summary = {n: {"direction": s["direction"], "best_single": {k: v["status_auroc"] for k, v in s["sae"].items()}}
+               for n, s in report["sets"].items()}
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -155,9 +155,9 @@ async def search_page(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Response:
     run = sae_run_or_404(session, run_id)
-    ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method, "examples": run_examples(session, run),
-                           "result": None, "error": None, "problem": None, "pager": None, "page_url": None,
-                           "excerpts": {}}
+    ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method,
+                           "examples": run_examples(session, run), "result": None, "error": None, "problem": None,
+                           "pager": None, "page_url": None, "excerpts": {}}
     status = 200
     if q.strip():
         try:
