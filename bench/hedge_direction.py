@@ -85,9 +85,10 @@ def whitening(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 def best_single(codes, rows: np.ndarray, y_rows: np.ndarray, cue: np.ndarray) -> dict:
     """The best single feature: AUROC of its activation on `rows` for `y_rows`, and F1 of 'active' for `cue`."""
-    a = codes.tocsc()[rows].toarray()
+    codes = codes.tocsc()
+    a = codes[rows].toarray()
     aurocs = [roc_auc_score(y_rows, a[:, j]) if np.count_nonzero(a[:, j]) >= 5 else 0.5 for j in range(a.shape[1])]
-    active = (codes.tocsc() > 0).astype(np.float32)
+    active = (codes > 0).astype(np.float32)
     tp = np.asarray(active.T @ cue.astype(np.float32)).ravel()
     f1 = 2 * tp / (np.asarray(active.sum(0)).ravel() + cue.sum())
     j = int(np.argmax(aurocs))

@@ -155,9 +155,8 @@ async def search_page(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Response:
     run = sae_run_or_404(session, run_id)
-    ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method,
-                           "examples": run_examples(session, run), "result": None, "error": None, "problem": None,
-                           "pager": None, "page_url": None, "excerpts": {}}
+    ctx: dict[str, Any] = {**crumbs(session, run), "q": q, "mode": mode, "method": method, "result": None,
+                           "error": None, "problem": None, "pager": None, "page_url": None, "excerpts": {}}
     status = 200
     if q.strip():
         try:
@@ -175,6 +174,7 @@ async def search_page(
                 ctx["excerpts"] = {d.position: highlighted(d) for d in ctx["result"].items}
     if request.headers.get("hx-request") and request.headers.get("hx-target") == "search-results":
         return render(request, "partials/_search_results.html", ctx, status_code=status)
+    ctx["examples"] = run_examples(session, run)  # the box's, on the whole page only: an HTMX search swaps the results
     return render(request, "pages/search.html", ctx, status_code=status)
 
 
