@@ -156,6 +156,15 @@ def build(key: str):
         from services.interpreter.phrases import PhraseBackend
 
         return BackendOptions(backend="keywords"), PhraseBackend()
+    if key.startswith("keywords@"):  # a variant of the phrase back-end's counts: keywords@covering=4;candidates=6
+        from services.interpreter.phrases import PhraseBackend
+
+        return BackendOptions(backend="keywords"), PhraseBackend(**{k: int(v) for k, v in (
+            kv.split("=") for kv in key.split("@", 1)[1].split(";"))})
+    if key == "keywords_lexical":  # phrase names by lexical separation alone, as before (phrases.v1)
+        from services.interpreter.phrases import PhraseBackend
+
+        return BackendOptions(backend="keywords"), PhraseBackend(contrastive=0, covering=0)
     if key == "keywords_terms":  # the term lists it wrote before phrase names (issue #28's baseline)
         return BackendOptions(backend="keywords"), KeywordsBackend()
     spec = MODELS[key]

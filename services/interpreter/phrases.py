@@ -9,27 +9,32 @@ words of one clause that start and end with one, function words inside kept: "pc
 
 so a phrase that is as common in the near misses as in the strongest segments separates nothing, however
 frequent. Among phrases that separate about equally, the longer reads better: each extra word adds
-PHRASE_BONUS. `name_holds` is the text judge of a name on one segment: every content or negation word of
-the name occurs in it (case and accents folded, a word matched by its Snowball stem in the corpus's language,
-so that "sospetta" holds on "sospetto" and "denies" on "denied", while "bronchiolite" does not hold on
-"bronchite", as it did when words were compared by their first six characters); the precision curve of
-calibration.py counts it.
+PHRASE_BONUS. After those, a covering phrase: one of 2-5 words whose content words' separations sum highest
+(covering_phrases), where the best separating phrase is one frequent word and the feature is several.
+
+`name_holds` is the text judge of a name on one segment: every content or negation word of the name occurs
+in it (case and accents folded, a word matched by its Snowball stem in the corpus's language, so that
+"sospetta" holds on "sospetto" and "denies" on "denied", while "bronchiolite" does not hold on "bronchite", as
+it did when words were compared by their first six characters); the precision curve of calibration.py counts it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
-from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, fold, tokens
+from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, fold, tokens, top_terms
 
 PHRASE_WORDS = 5
 """Longest phrase name, in words."""
+COVERING_POOL = 300
+"""Phrases (the best separating) among which covering_phrases looks for those holding most of a feature's words."""
 PHRASE_BONUS = 0.02
 """Separation one more word is worth: "bronchiolite acuta" over "bronchiolite" when it separates nearly as well."""
 STEMMERS = {"it": "italian", "en": "english"}
@@ -39,24 +44,65 @@ STEM = 6
 """Characters of a word compared in a language without a stemmer here."""
 
 
+@dataclass(frozen=True)
+class Contrast:
+    """Each term's support among a feature's strongest segments and how much more often it occurs there than in
+    the segments it is told from: support [V] (segments of `top` holding it), recall [V] (its share of `top`) and
+    worst [V] (its largest rate among the near misses and among the random/hard negatives)."""
+
+    support: np.ndarray
+    recall: np.ndarray
+    worst: np.ndarray
+
+    @classmethod
+    def of(cls, index: TermIndex, top: Sequence[int], near: Sequence[int], others: Sequence[int]) -> Contrast:
+        support = index.counts(top)
+        rates = [index.counts(ids) / len(ids) for ids in (near, others) if len(ids)]
+        recall = support / max(len(top), 1)
+        return cls(support, recall, np.max(rates, axis=0) if rates else np.zeros_like(recall))
+
+    @property
+    def separation(self) -> np.ndarray:
+        """[V] recall - worst."""
+        return self.recall - self.worst
+
+
 def phrase_ranking(index: TermIndex, top: Sequence[int], near: Sequence[int], others: Sequence[int], k: int,
-                   min_support: int) -> list[tuple[str, float, float]]:
+                   min_support: int, contrast: Contrast | None = None) -> list[tuple[str, float, float]]:
     """The k best (folded phrase, separation, recall among `top`) of `top` against `near` and `others` (positions in `index`),
-    best first; only phrases found in at least `min_support` of `top`, with separation > 0."""
+    best first; only phrases found in at least `min_support` of `top`, with separation > 0. `contrast`: Contrast.of
+    these sets, when already computed."""
     if not len(top):
         return []
-    y_top = index.counts(top)  # [V]
-    recall = y_top / len(top)
-    rates = [index.counts(ids) / len(ids) for ids in (near, others) if len(ids)]
-    worst = np.max(rates, axis=0) if rates else np.zeros_like(recall)  # [V]
-    sep = recall - worst + PHRASE_BONUS * (index.n_words - 1)
-    sep = np.where((y_top >= min_support) & (index.n_words <= PHRASE_WORDS) & (recall > worst), sep, -np.inf)
+    c = contrast or Contrast.of(index, top, near, others)
+    sep = c.separation + PHRASE_BONUS * (index.n_words - 1)
+    sep = np.where((c.support >= min_support) & (index.n_words <= PHRASE_WORDS) & (c.recall > c.worst), sep, -np.inf)
     head = min(len(sep), 10 * k)
     if head == 0:
         return []
     cut = np.argpartition(-sep, head - 1)[:head] if head < len(sep) else np.arange(len(sep))
     cut = cut[np.lexsort((cut, -sep[cut]))]  # best first, ties by vocabulary order (deterministic)
-    return [(str(index.vocab[i]), float(sep[i]), float(recall[i])) for i in cut if np.isfinite(sep[i])]
+    return [(str(index.vocab[i]), float(sep[i]), float(c.recall[i])) for i in cut if np.isfinite(sep[i])]
+
+
+def covering_phrases(index: TermIndex, contrast: Contrast, k: int, min_support: int = 2,
+                     pool: int = COVERING_POOL) -> list[tuple[str, float, float]]:
+    """The 10·k best (folded phrase of 2-5 words, coverage, recall) by coverage: the summed separation of the
+    distinct content words it holds, each counted where it separates. Phrases found in at least `min_support` of
+    the strongest segments that separate themselves; of those, the `pool` that separate most are looked at.
+    phrase_ranking favours what most of the strongest segments say, often one word ("hepatitis"); a phrase that
+    holds several of the words setting them apart ("chronic gastritis and gastric acid") reads more of the
+    feature, however rarely it is written verbatim."""
+    sep = contrast.separation
+    multi = np.flatnonzero((index.n_words >= 2) & (index.n_words <= PHRASE_WORDS) & (contrast.support >= min_support)
+                           & (sep > 0))
+    multi = multi[np.argsort(-sep[multi], kind="stable")[:pool]]
+    if not len(multi):
+        return []
+    words = {str(index.vocab[i]): float(sep[i]) for i in np.flatnonzero((index.n_words == 1) & (sep > 0))}
+    scored = sorted(((sum(words.get(w, 0.0) for w in content_words(str(index.vocab[i]))), -int(i)) for i in multi),
+                    reverse=True)[: 10 * k]  # ties by vocabulary order
+    return [(str(index.vocab[-i]), cover, float(contrast.recall[-i])) for cover, i in scored]
 
 
 def distinct_phrases(ranked: Sequence[tuple[str, float, float]], k: int) -> list[str]:
@@ -131,23 +177,29 @@ def is_phrase(label: str, evidence: Sequence[str]) -> bool:
 
 
 class PhraseBackend(KeywordsBackend):
-    """The `keywords` back-end naming by phrases: candidates are the PHRASE_CANDIDATES best distinct phrases of
-    `phrase_ranking` (strongest segments against near misses, random and hard negatives), plainest last only
-    when they tie; the contrastive term list stays the evidence shown under the name (Namer.keywords), no
-    longer a name. Without near misses, the random and hard negatives alone are the contrast."""
+    """The `keywords` back-end naming by phrases. Candidates, each a phrase as written: the `candidates` best
+    distinct phrases of `phrase_ranking` (strongest segments against near misses, random and hard negatives);
+    the `contrastive` terms most frequent in the strongest segments against the non-activating ones (log-odds,
+    as the keyword evidence is ranked: a topic word that every near miss shares, "rats", separates nothing from
+    them, yet it is the feature's topic and often holds where a longer phrase does not); and the `covering`
+    phrases that hold most of its separating words (covering_phrases). The Namer keeps the one that tells the
+    selection documents apart best; the contrastive term list stays the evidence shown under the name
+    (Namer.keywords), no longer a name. Without near misses, the random and hard negatives alone are the contrast."""
 
-    prompt_version = "phrases.v1"
+    prompt_version = "phrases.v2"
 
-    def __init__(self, index: TermIndex | None = None, *, candidates: int = 4, **kwargs: object) -> None:
+    def __init__(self, index: TermIndex | None = None, *, candidates: int = 4, contrastive: int = 2,
+                 covering: int = 2, **kwargs: object) -> None:
         super().__init__(index, **kwargs)  # type: ignore[arg-type]
-        self.candidates = candidates
+        self.candidates, self.contrastive, self.covering = candidates, contrastive, covering
 
     async def name_feature(self, request: NamingRequest) -> NamingResult:
         index, request = self._index_for(request)
         top = list(request.activating_ids)
         others = [*request.non_activating_ids, *request.hard_negative_ids]
         min_support = max(2, int(0.1 * len(top)))
-        ranked = phrase_ranking(index, top, list(request.near_miss_ids), others, 10 * self.candidates, min_support)
+        contrast = Contrast.of(index, top, list(request.near_miss_ids), others)
+        ranked = phrase_ranking(index, top, (), (), 10 * self.candidates, min_support, contrast)
         phrases = distinct_phrases(ranked, self.candidates)
         if not phrases:
             raise BackendOutputError("no phrase separates its strongest segments from its near misses and other "
@@ -156,5 +208,19 @@ class PhraseBackend(KeywordsBackend):
         cands = [LabelCandidate(label=index.display(p), description=(
             f"In {round(100 * found[p][1])} of every 100 of its strongest segments; separation {found[p][0]:.2f} "
             "against its near misses and other segments.")) for p in phrases]
+        shown = {c.label for c in cands}
+        for term in top_terms(self.ranked(request, 10 * self.contrastive), self.contrastive) if self.contrastive else ():
+            if (label := index.display(term)) not in shown:
+                shown.add(label)
+                cands.append(LabelCandidate(label=label, description=(
+                    f"In {round(100 * contrast.recall[index.position(term)])} of every 100 of its strongest segments; "
+                    "more often there than in the other segments (log-odds).")))
+        if self.covering:  # each adding a content word that no lexical phrase holds
+            covering = covering_phrases(index, contrast, self.covering)
+            found = {term: (cover, recall) for term, cover, recall in covering}
+            more = distinct_phrases([*((p, 0.0, 0.0) for p in phrases), *covering], len(phrases) + self.covering)[len(phrases):]
+            cands += [LabelCandidate(label=index.display(p), description=(
+                f"In {round(100 * found[p][1])} of every 100 of its strongest segments; holds several of the words "
+                f"that set them apart (their separations sum to {found[p][0]:.2f}).")) for p in more
+                if index.display(p) not in shown]
         return NamingResult(cands, None, self.prompt_version)
-

@@ -9,7 +9,8 @@ import pytest
 from services.interpreter.backends.base import NamingRequest
 from services.interpreter.backends.keywords import TermIndex
 from services.interpreter.calibration import calibrated_threshold, curve_points, curve_threshold, holds_on, precision_curve
-from services.interpreter.phrases import PhraseBackend, distinct_phrases, is_phrase, name_holds, phrase_ranking
+from services.interpreter.phrases import (Contrast, PhraseBackend, covering_phrases, distinct_phrases, is_phrase, name_holds,
+                                         phrase_ranking)
 
 IT_TOP = ["Sospetta bronchiolite acuta.", "Il PLS riferisce sospetta bronchiolite.", "sospetta bronchiolite in atto.",
           "Inviata per sospetta bronchiolite.", "Sospetta bronchiolite.", "sospetta bronchiolite, febbre."]
@@ -55,6 +56,59 @@ def test_phrases_longer_only_when_they_separate_as_well():
     ranked = phrase_ranking(index, [0, 1, 2, 3], [4, 5, 6], [7, 8], k=10, min_support=2)
     assert ranked[0][0] == "pcr nei limiti"  # "pcr" alone is in a near miss; "nei limiti" in two
     assert distinct_phrases([("pcr nei limiti", 1, 1), ("pcr", 0.9, 1), ("limiti", 0.5, 1)], 3) == ["pcr nei limiti"]
+
+
+EN_TOP = ["Peptic ulcer bleeding was controlled in rats.", "Bleeding from a peptic ulcer in rats.",
+          "Rats with gastric ulcer.", "Peptic ulcer bleeding recurred in rats.", "Rats were treated.",
+          "Gastric lesions in rats."]
+EN_NEAR = ["Blood pressure in rats.", "Rats were fed a high salt diet.", "Renal function in rats.", "Liver of rats."]
+EN_OTHER = ["Heart rate regular.", "Abdomen soft.", "Pupils equal and reactive.", "Chest clear."] * 2
+
+
+def test_covering_phrase_holds_most_of_the_separating_words():
+    """One word says what most of the strongest segments say ("ulcer", "bleeding"); the covering phrase holds
+    several of the words that set them apart, as written in two of them."""
+    index = TermIndex([*EN_TOP, *EN_NEAR, *EN_OTHER], min_df=1)
+    top, near, others = range(6), range(6, 10), range(10, len(EN_OTHER) + 10)
+    contrast = Contrast.of(index, top, near, others)
+    covering = covering_phrases(index, contrast, k=2)
+    assert covering[0][0] == "peptic ulcer bleeding"  # in 2 of 6, as written: peptic, ulcer and bleeding, each separating
+    column = {str(t): i for i, t in enumerate(index.vocab)}
+    assert covering[0][1] == pytest.approx(sum(contrast.separation[column[w]] for w in ("peptic", "ulcer", "bleeding")))
+    assert all(" " in term for term, *_ in covering)  # phrases of two words or more, never a word alone
+    assert [t for t, *_ in covering_phrases(index, contrast, k=2, min_support=3)] == ["peptic ulcer"]  # in 3 of 6
+
+
+@pytest.mark.anyio
+async def test_the_covering_phrase_follows_the_lexical_ones():
+    """The lexical ranking offers what most strongest segments say, one word at a time ("ulcer", "bleeding"); the
+    covering phrase that holds them together comes after, offered where the lexical candidates lack it."""
+    index = TermIndex([*EN_TOP, *EN_NEAR, *EN_OTHER], min_df=1)
+    request = NamingRequest(0, (), (), activating_ids=range(6), near_miss_ids=range(6, 10),
+                            non_activating_ids=range(10, len(EN_OTHER) + 10))
+    lexical = [c.label for c in (await PhraseBackend(index, candidates=2, contrastive=0, covering=0)
+                                 .name_feature(request)).candidates]
+    labels = [c.label for c in (await PhraseBackend(index, candidates=2, contrastive=0).name_feature(request)).candidates]
+    assert "peptic ulcer bleeding" not in lexical and labels[: len(lexical)] == lexical
+    assert "peptic ulcer bleeding" in labels[len(lexical):]
+    assert len(labels) == len(set(labels)) <= len(lexical) + 2 and all(len(label.split()) <= 5 for label in labels)
+    # with 4 lexical phrases it is one of them, and no covering phrase repeats what they hold ("ulcer bleeding")
+    four = [c.label for c in (await PhraseBackend(index, contrastive=0).name_feature(request)).candidates]
+    assert four == ["ulcer", "peptic ulcer", "bleeding", "peptic ulcer bleeding"]
+
+
+@pytest.mark.anyio
+async def test_the_contrastive_topic_word_is_offered_though_every_near_miss_has_it():
+    """"rats" is in every near miss, so it separates nothing from them and phrase_ranking never offers it; against
+    the non-activating segments it is the most contrastive word (log-odds), and the back-end offers it after the
+    lexical phrases: the Namer keeps whichever tells the selection documents apart best."""
+    index = TermIndex([*EN_TOP, *EN_NEAR, *EN_OTHER], min_df=1)
+    request = NamingRequest(0, (), (), activating_ids=range(6), near_miss_ids=range(6, 10),
+                            non_activating_ids=range(10, len(EN_OTHER) + 10))
+    without = [c.label for c in (await PhraseBackend(index, contrastive=0, covering=0).name_feature(request)).candidates]
+    labels = [c.label for c in (await PhraseBackend(index).name_feature(request)).candidates]
+    assert "rats" not in without and "rats" in labels[len(without):]
+    assert labels[: len(without)] == without and len(labels) == len(set(labels))
 
 
 def test_name_holds_by_word_stems_negation_included():

@@ -133,6 +133,13 @@ class TermIndex:
         self.background = df[keep]  # [V] document frequency in the corpus
         self.prior = self.background / max(self.background.sum(), 1e-12)  # [V], cached for log_odds_z
         self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
+        self._positions: dict[str, int] | None = None
+
+    def position(self, term: str) -> int:
+        """The column of a (folded) term of the vocabulary."""
+        if self._positions is None:
+            self._positions = {str(t): i for i, t in enumerate(self.vocab)}
+        return self._positions[term]
 
     def counts(self, rows: Sequence[int]) -> np.ndarray:
         """[V] documents among `rows` containing each term."""
