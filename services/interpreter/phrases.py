@@ -29,7 +29,8 @@ import numpy as np
 import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
-from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, fold, tokens, top_terms
+from services.interpreter.backends.keywords import (KeywordsBackend, TermIndex, content_words, fold, log_odds_z, tokens,
+                                                    top_columns, top_terms)
 
 PHRASE_WORDS = 5
 """Longest phrase name, in words."""
@@ -209,12 +210,16 @@ class PhraseBackend(KeywordsBackend):
             f"In {round(100 * found[p][1])} of every 100 of its strongest segments; separation {found[p][0]:.2f} "
             "against its near misses and other segments.")) for p in phrases]
         shown = {c.label for c in cands}
-        for term in top_terms(self.ranked(request, 10 * self.contrastive), self.contrastive) if self.contrastive else ():
-            if (label := index.display(term)) not in shown:
-                shown.add(label)
-                cands.append(LabelCandidate(label=label, description=(
-                    f"In {round(100 * contrast.recall[index.position(term)])} of every 100 of its strongest segments; "
-                    "more often there than in the other segments (log-odds).")))
+        if self.contrastive and request.non_activating_ids:  # as KeywordsBackend.ranked, by column
+            z = log_odds_z(contrast.support, index.counts(request.non_activating_ids), index.background, self.alpha0,
+                           index.prior)
+            column = {str(index.vocab[i]): i for i in top_columns(z, contrast.support, 10 * self.contrastive, min_support)}
+            for term in top_terms([(t, z[i]) for t, i in column.items()], self.contrastive):
+                if (label := index.display(term)) not in shown:
+                    shown.add(label)
+                    cands.append(LabelCandidate(label=label, description=(
+                        f"In {round(100 * contrast.recall[column[term]])} of every 100 of its strongest segments; "
+                        "more often there than in the other segments (log-odds).")))
         if self.covering:  # each adding a content word that no lexical phrase holds
             covering = covering_phrases(index, contrast, self.covering)
             found = {term: (cover, recall) for term, cover, recall in covering}

@@ -133,13 +133,6 @@ class TermIndex:
         self.background = df[keep]  # [V] document frequency in the corpus
         self.prior = self.background / max(self.background.sum(), 1e-12)  # [V], cached for log_odds_z
         self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
-        self._positions: dict[str, int] | None = None
-
-    def position(self, term: str) -> int:
-        """The column of a (folded) term of the vocabulary."""
-        if self._positions is None:
-            self._positions = {str(t): i for i, t in enumerate(self.vocab)}
-        return self._positions[term]
 
     def counts(self, rows: Sequence[int]) -> np.ndarray:
         """[V] documents among `rows` containing each term."""
@@ -167,13 +160,19 @@ def content_words(term: str) -> set[str]:
     return {w for w in term.split(" ") if _is_content(w)}
 
 
-def ranked_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int,
-                 min_support: int) -> list[tuple[str, float]]:
-    """The k best (term, z) with z > 0 and enough support, best first (overlapping ones included)."""
+def top_columns(z: np.ndarray, support: np.ndarray, k: int, min_support: int) -> np.ndarray:
+    """The columns of the k largest z with z > 0 and enough support, best first."""
     z = np.where(support >= min_support, z, -np.inf)
     head = min(len(z), k)  # argpartition: no full sort of V
     top = np.argpartition(-z, head - 1)[:head] if head < len(z) else np.arange(len(z))
-    return [(str(vocab[i]), float(z[i])) for i in top[np.argsort(-z[top])] if z[i] > 0]
+    top = top[np.argsort(-z[top])]
+    return top[z[top] > 0]
+
+
+def ranked_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int,
+                 min_support: int) -> list[tuple[str, float]]:
+    """The k best (term, z) with z > 0 and enough support, best first (overlapping ones included)."""
+    return [(str(vocab[i]), float(z[i])) for i in top_columns(z, support, k, min_support)]
 
 
 def top_terms(ranked: Sequence[tuple[str, float]], k: int, *, phrases_only: bool = False) -> list[str]:
