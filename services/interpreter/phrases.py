@@ -29,8 +29,7 @@ import numpy as np
 import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
-from services.interpreter.backends.keywords import (KeywordsBackend, TermIndex, content_words, fold, log_odds_z, tokens,
-                                                    top_columns, top_terms)
+from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, fold, tokens, top_terms
 
 PHRASE_WORDS = 5
 """Longest phrase name, in words."""
@@ -210,10 +209,9 @@ class PhraseBackend(KeywordsBackend):
             f"In {round(100 * found[p][1])} of every 100 of its strongest segments; separation {found[p][0]:.2f} "
             "against its near misses and other segments.")) for p in phrases]
         shown = {c.label for c in cands}
-        if self.contrastive and request.non_activating_ids:  # as KeywordsBackend.ranked, by column
-            z = log_odds_z(contrast.support, index.counts(request.non_activating_ids), index.background, self.alpha0,
-                           index.prior)
-            column = {str(index.vocab[i]): i for i in top_columns(z, contrast.support, 10 * self.contrastive, min_support)}
+        if self.contrastive:
+            _, columns, z = self.ranked_columns(request, 10 * self.contrastive, support=contrast.support)
+            column = {str(index.vocab[i]): i for i in columns}
             for term in top_terms([(t, z[i]) for t, i in column.items()], self.contrastive):
                 if (label := index.display(term)) not in shown:
                     shown.add(label)
@@ -222,10 +220,10 @@ class PhraseBackend(KeywordsBackend):
                         "more often there than in the other segments (log-odds).")))
         if self.covering:  # each adding a content word that no lexical phrase holds
             covering = covering_phrases(index, contrast, self.covering)
-            found = {term: (cover, recall) for term, cover, recall in covering}
+            covers = {term: (cover, recall) for term, cover, recall in covering}
             more = distinct_phrases([*((p, 0.0, 0.0) for p in phrases), *covering], len(phrases) + self.covering)[len(phrases):]
             cands += [LabelCandidate(label=index.display(p), description=(
-                f"In {round(100 * found[p][1])} of every 100 of its strongest segments; holds several of the words "
-                f"that set them apart (their separations sum to {found[p][0]:.2f}).")) for p in more
+                f"In {round(100 * covers[p][1])} of every 100 of its strongest segments; holds several of the words "
+                f"that set them apart (their separations sum to {covers[p][0]:.2f}).")) for p in more
                 if index.display(p) not in shown]
         return NamingResult(cands, None, self.prompt_version)

@@ -169,11 +169,6 @@ def top_columns(z: np.ndarray, support: np.ndarray, k: int, min_support: int) ->
     return top[z[top] > 0]
 
 
-def ranked_terms(z: np.ndarray, vocab: np.ndarray, support: np.ndarray, k: int,
-                 min_support: int) -> list[tuple[str, float]]:
-    """The k best (term, z) with z > 0 and enough support, best first (overlapping ones included)."""
-    return [(str(vocab[i]), float(z[i])) for i in top_columns(z, support, k, min_support)]
-
 
 def top_terms(ranked: Sequence[tuple[str, float]], k: int, *, phrases_only: bool = False) -> list[str]:
     """The k best terms of `ranked`; a term hides the later ones sharing a content word with it."""
@@ -264,17 +259,25 @@ class KeywordsBackend(Backend, FamilyNamer):
                                     activating_ids=range(n_a), hard_negative_ids=(),
                                     non_activating_ids=range(n_a, n_a + len(request.non_activating)))
 
-    def ranked(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[tuple[str, float]]:
-        """The k most contrastive (folded term, z) of the activating documents: against the
-        non-activating ones, or (hard) against the hard negatives only."""
+    def ranked_columns(self, request: NamingRequest, k: int, *, hard: bool = False,
+                       support: np.ndarray | None = None) -> tuple[TermIndex, np.ndarray, np.ndarray]:
+        """(index, columns, z): the k most contrastive terms of the activating documents, best first (overlapping
+        ones included), against the non-activating ones or (hard) against the hard negatives only, and every
+        term's log-odds z; `support`: the activating documents' counts, when already computed."""
         index, request = self._index_for(request)
         others = request.hard_negative_ids if hard else request.non_activating_ids
         if not others:
-            return []
-        y_a = index.counts(request.activating_ids)
+            return index, np.empty(0, np.int64), np.empty(0)
+        y_a = index.counts(request.activating_ids) if support is None else support
         z = log_odds_z(y_a, index.counts(others), index.background, self.alpha0, index.prior)
         min_support = max(2, int(0.1 * len(request.activating_ids)))
-        return ranked_terms(z, index.vocab, y_a, k, min_support)
+        return index, top_columns(z, y_a, k, min_support), z
+
+    def ranked(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[tuple[str, float]]:
+        """The k most contrastive (folded term, z) of the activating documents: against the
+        non-activating ones, or (hard) against the hard negatives only."""
+        index, columns, z = self.ranked_columns(request, k, hard=hard)
+        return [(str(index.vocab[i]), float(z[i])) for i in columns]
 
     def contrast(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[str]:
         """The k most contrastive terms (none sharing a content word), as written."""
