@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from artifacts import ArtifactStore
 from gateway.config import GatewaySettings
-from gateway.db import session_scope
 from gateway.domain.auth import trail
 from gateway.domain.auth.service import Principal, session_principal, verify_key
 from gateway.domain.datasets import repo as dataset_repo
@@ -24,14 +23,30 @@ def get_settings_dep(request: Request) -> GatewaySettings:
     return request.app.state.settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """A unit of work per request: committed after the handler, rolled back on error."""
-    with session_scope(request.app.state.factory) as session:
+def _open_session(request: Request) -> Iterator[Session]:
+    """The request's session, open until the response has been sent (a response model or a template
+    may still read from it); whatever was not committed by then is rolled back."""
+    session = request.app.state.factory()
+    try:
         yield session
+    finally:
+        session.close()
+
+
+def get_session(session: Annotated[Session, Depends(_open_session)]) -> Iterator[Session]:
+    """A unit of work per request: committed when the handler returns, *before* the response is sent
+    (`scope="function"` below), so a client's next request reads what this one wrote and a failed commit
+    is this request's error, not a lost write behind a 2xx; rolled back on any error."""
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
 
 
 SettingsDep = Annotated[GatewaySettings, Depends(get_settings_dep)]
-SessionDep = Annotated[Session, Depends(get_session)]
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def get_store(request: Request) -> ArtifactStore:

@@ -143,19 +143,3 @@ async def test_dashboard_login_with_csrf(https_client: httpx.AsyncClient, api_ke
     # A forged upload without the session's CSRF token is refused.
     forged = await client.post("/datasets/upload", files={"file": ("x.csv", b"text\nhello\n")})
     assert forged.status_code == 403
-
-
-def test_a_login_session_is_committed_before_the_redirect(app, api_key) -> None:  # noqa: ANN001
-    """The browser follows the login's redirect at once, and FastAPI commits the request's unit of
-    work only after the response is sent: the session row must be visible from another connection
-    as soon as it is made, and a logout's removal likewise."""
-    from gateway.domain.auth.service import end_session, session_principal, start_session, verify_key
-
-    factory = app.state.factory
-    with factory() as login_request:
-        token = start_session(login_request, verify_key(login_request, api_key), max_age_s=60)
-        with factory() as next_request:
-            assert session_principal(next_request, token) is not None
-        end_session(login_request, token)
-        with factory() as after_logout:
-            assert session_principal(after_logout, token) is None

@@ -89,11 +89,7 @@ def start_session(session: Session, principal: Principal, *, max_age_s: int) -> 
     token = secrets.token_urlsafe(32)
     repo.add_dashboard_session(session, token_hash=hash_key(token), api_key_id=principal.key_id,
                                expires_at=now + timedelta(seconds=max_age_s))
-    # Committed now, not by the request's unit of work: FastAPI runs a yield dependency's exit (the
-    # commit) after the response is sent, and the browser follows the login's redirect at once; on
-    # a busy machine its next request came first and found no session (seen in the browser tests).
-    session.commit()
-    return token
+    return token  # committed by the request's unit of work before the redirect is sent (gateway.deps.get_session)
 
 
 def session_principal(session: Session, token: str) -> Principal | None:
@@ -111,7 +107,6 @@ def session_principal(session: Session, token: str) -> Principal | None:
 def end_session(session: Session, token: str) -> None:
     """Logout: the session's row goes, so the cookie (and any copy of it) no longer authenticates."""
     repo.delete_dashboard_session(session, token_hash=hash_key(token))
-    session.commit()  # before the response: a copy of the cookie must fail from the next request on
 
 
 def verify_key(session: Session, plain: str) -> Principal | None:
