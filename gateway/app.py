@@ -22,6 +22,7 @@ from gateway.api.v1 import router as api_router
 from gateway.api.v1.search import add_error_handlers as add_search_error_handlers
 from gateway.config import GatewaySettings, get_settings, make_private
 from gateway.dashboard import router as dashboard_router
+from gateway.dashboard.api_docs import documented_openapi
 from gateway.dashboard.views import login_page_response
 from gateway.db import session_factory
 from gateway.deps import CurrentKey, NotAuthenticated
@@ -73,7 +74,7 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
         version=__version__,
         description="Interpretable text embeddings: sparse features, named, scored, searchable.",
         lifespan=lifespan,
-        docs_url=None,  # FastAPI's docs page loads Swagger UI from a CDN; the schema is at /api/v1/openapi.json
+        docs_url=None,  # FastAPI's docs page loads Swagger UI from a CDN; the dashboard's /api-docs serves its own
         redoc_url=None,
         openapi_url=None,  # served below, behind authentication
     )
@@ -102,6 +103,8 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
         return RedirectResponse("/datasets", status_code=303)
+
+    app.openapi = lambda: documented_openapi(app)  # type: ignore[method-assign]  # with its bearer scheme
 
     @app.get("/api/v1/openapi.json", include_in_schema=False)
     def openapi_schema(_: CurrentKey) -> JSONResponse:

@@ -2,6 +2,7 @@
 
 from fastapi import APIRouter, Depends
 
+from gateway.dashboard.api_docs import assets as api_docs_assets, router as api_docs
 from gateway.dashboard.audit_pages import router as audit_pages
 from gateway.dashboard.concept_form import router as concept_form
 from gateway.dashboard.concept_pages import router as concept_pages
@@ -13,8 +14,10 @@ from gateway.dashboard.views import dashboard_access
 
 router = APIRouter()
 router.include_router(public)
+router.include_router(api_docs_assets)
 # The form before the concept pages: /concepts/new is not /concepts/{concept_id}.
-for pages in (private, sae_pages, feature_examples, search_pages, concept_form, concept_pages, audit_pages):
+for pages in (private, sae_pages, feature_examples, search_pages, concept_form, concept_pages, audit_pages,
+              api_docs):
     router.include_router(pages, dependencies=[Depends(dashboard_access)])  # role and project, as the API
 
 __all__ = ["router"]

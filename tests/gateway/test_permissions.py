@@ -124,6 +124,8 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/delete"): WRITE_IN_PROJECT,
     ("GET", "/audit"): ADMIN_ONLY,
+    ("GET", "/api-docs"): ANY_KEY,                       # the API reference: any caller who can log in
+    ("GET", "/api-docs/{name}"): PUBLIC,                 # Swagger UI's own files, as /static
 }
 
 
@@ -137,6 +139,8 @@ def concrete(method: str, template: str, world: World) -> str:
     """The template with the fixture's ids; a fresh object where the call destroys it."""
     if template == "/static":
         return "/static/prisma.css"
+    if template == "/api-docs/{name}":
+        return "/api-docs/swagger-ui-bundle.js"
 
     def value(match: re.Match) -> str:
         name = match.group(1)
