@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from contracts.model_allowlist import (
     E5_PACKAGE,
@@ -35,6 +36,9 @@ from services.embedder.errors import EmbedderInputError, ModelFileError, Unknown
 from services.embedder.int8 import PRECISION as INT8
 from services.embedder.int8 import probe_vectors, quantize_if_close, quantize_linears, stays_close
 from services.embedder.st_modules import StHead, lowercase_first, read_st_head
+
+# transformers' "Loading weights" bar on stderr at every load: noise in a service's log and in `make demo`
+hf_logging.disable_progress_bar()
 
 if TYPE_CHECKING:
     from services.embedder.config import EmbedderSettings

@@ -46,8 +46,9 @@ def test_api_reference_page_offline_and_tried_out(page, tmp_path: Path) -> None:
         listing.locator(".opblock-summary").click()
         listing.locator("button.try-out__btn").click()
         listing.locator("button.execute").click()
-        listing.locator(".live-responses-table tr.response .response-col_status").first.wait_for()
-        assert listing.locator(".live-responses-table tr.response .response-col_status").first.inner_text().strip() == "200"
+        answered = listing.locator(".live-responses-table tr.response .response-col_status").first
+        answered.wait_for()
+        assert answered.inner_text().strip() == "200"
         assert "notes for the docs" in listing.locator(".live-responses-table").inner_text()
         assert page.console_errors == []
         shot(page, "api-docs")
