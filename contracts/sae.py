@@ -89,23 +89,36 @@ class SaeConfig(BaseModel):
         default=0.1, gt=0.0, lt=0.5,
         description="Share of documents held out of training for the final FVU and explained variance.",
     )
-    train_on: Literal["documents", "segments", "segments_and_documents"] = Field(
-        default="documents",
-        description="Vectors the SAE is trained on: the document vectors, the segment (sentence) "
+    train_on: Literal["auto", "documents", "segments", "segments_and_documents"] = Field(
+        default="auto",
+        description="Vectors the SAE is trained on: the document vectors, the segment (clause) "
         "vectors of an embedding run made with `segments`, or both. Segments are ~15 times more rows "
         "than documents and each carries one statement, so features of one mention's status can form; "
-        "the held-out documents' vectors of the same kind give the FVU.",
+        "the held-out documents' vectors of the same kind give the FVU. 'auto' (the default): "
+        "`segments_and_documents` when the embedding run has segments, else `documents`.",
     )
-    document_codes: Literal["document_vector", "max_over_segments"] = Field(
-        default="document_vector",
+    document_codes: Literal["auto", "document_vector", "max_over_segments"] = Field(
+        default="auto",
         description="A document's codes: its own vector encoded, or the row-wise max of its segments' "
-        "codes (a feature is as active in a note as in its most active sentence; needs segments). "
-        "Either way the document codes are the CSR/CSC matrices search and probes read.",
+        "codes (a feature is as active in a note as in its most active clause; needs segments). "
+        "Either way the document codes are the CSR/CSC matrices search and probes read. 'auto' (the "
+        "default): `max_over_segments` when the embedding run has segments, else `document_vector`.",
     )
 
     @property
     def uses_segments(self) -> bool:
-        return self.train_on != "documents" or self.document_codes == "max_over_segments"
+        """Whether this config needs segment vectors ('auto' never does: it follows the run)."""
+        return self.train_on in ("segments", "segments_and_documents") or self.document_codes == "max_over_segments"
+
+    def resolved(self, has_segments: bool) -> "SaeConfig":
+        """'auto' made explicit for an embedding run with or without segments: with them, trained on segments and
+        documents, a document's codes the max over its segments (SEGMENT(...) expressions, clause probes and
+        names read on clauses need those); without, the document vectors."""
+        train_on = self.train_on if self.train_on != "auto" else (
+            "segments_and_documents" if has_segments else "documents")
+        codes = self.document_codes if self.document_codes != "auto" else (
+            "max_over_segments" if has_segments else "document_vector")
+        return self.model_copy(update={"train_on": train_on, "document_codes": codes})
 
     def num_latents(self, d: int) -> int:
         """n, the number of latents for input dimension `d`."""
@@ -213,6 +226,7 @@ class SaeTrainPayload(BaseModel):
 
     @model_validator(mode="after")
     def _segments_when_used(self) -> "SaeTrainPayload":
+        self.config = self.config.resolved(bool(self.segments))  # 'auto' follows the shards given
         if self.config.uses_segments and not self.segments:
             raise ValueError("segments: the config trains on or pools segments, but no segment shards were given")
         return self

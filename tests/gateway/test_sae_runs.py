@@ -116,9 +116,12 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
                             headers=auth)
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
     assert emb["status"] == "succeeded", emb
-    config = {**SMALL, "train_on": "segments_and_documents", "document_codes": "max_over_segments"}
-    resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": config}, headers=auth)
+    # Nothing said about segments: the SAE follows the run ('auto'), trained on its segments and documents,
+    # a document's codes the max over its segments; the stored config says so.
+    resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL}, headers=auth)
     assert resp.status_code == 202, resp.text
+    assert resp.json()[0]["config"]["sae"]["train_on"] == "segments_and_documents"
+    assert resp.json()[0]["config"]["sae"]["document_codes"] == "max_over_segments"
     done = await wait_done(client, auth, f"/api/v1/sae-runs/{resp.json()[0]['id']}", timeout=240)
     assert done["status"] == "succeeded", done
     page = (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=1", headers=auth)).json()
@@ -159,8 +162,9 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
             rows += ev["activating"] + ev["random_negatives"] + ev["holdout_activating"] + ev["holdout_non_activating"]
     assert max(rows) >= 24, rows  # 24 notes, about 18 sentences each
 
-    # An SAE on the same run's document vectors alone (no segment codes) is named on documents.
-    (plain,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL},
+    # An SAE on the same run's document vectors alone (no segment codes), asked for, is named on documents.
+    alone = {**SMALL, "train_on": "documents", "document_codes": "document_vector"}
+    (plain,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": alone},
                                   headers=auth)).json()
     plain = await wait_done(client, auth, f"/api/v1/sae-runs/{plain['id']}", timeout=240)
     assert plain["status"] == "succeeded", plain

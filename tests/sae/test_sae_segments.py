@@ -96,3 +96,23 @@ def test_a_config_using_segments_needs_segment_shards(tmp_path) -> None:
     with pytest.raises(ValidationError, match="segment shards"):
         SaeTrainPayload(**payload.model_dump(exclude={"config"}),
                         config=payload.config.model_copy(update={"document_codes": "max_over_segments"}))
+
+
+def test_auto_follows_the_embedding_run_and_keeps_what_was_asked() -> None:
+    """'auto' (the default): with segment vectors, trained on segments and documents and a document's codes the
+    max over its segments; without, the document vectors. An explicit choice is kept either way."""
+    from contracts.sae import SaeConfig
+
+    with_segments, without = SaeConfig().resolved(True), SaeConfig().resolved(False)
+    assert (with_segments.train_on, with_segments.document_codes) == ("segments_and_documents", "max_over_segments")
+    assert (without.train_on, without.document_codes) == ("documents", "document_vector")
+    assert with_segments.uses_segments and not without.uses_segments and not SaeConfig().uses_segments
+    asked = SaeConfig(train_on="documents", document_codes="document_vector").resolved(True)
+    assert (asked.train_on, asked.document_codes) == ("documents", "document_vector")
+
+
+def test_a_payload_resolves_auto_by_the_shards_it_is_given(tmp_path) -> None:
+    store = ArtifactStore(str(tmp_path))
+    assert tiny_payload(store).config.train_on == "documents"  # no segment shards
+    payload = segment_payload(store, train_on="auto", document_codes="auto")  # shards, nothing asked: it reads them
+    assert (payload.config.train_on, payload.config.document_codes) == ("segments_and_documents", "max_over_segments")

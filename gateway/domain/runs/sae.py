@@ -37,7 +37,7 @@ class SaeRunJob(BaseModel):
 def _validate_configs(body: SaeRunCreate, d: int, has_segments: bool = False) -> list[dict[str, Any]]:
     """Each config checked against the data's dimension (k ≤ n ...) and against the embedding run
     (segments are there when a config uses them); 422 names the field."""
-    configs = body.configs()
+    configs = [cfg.resolved(has_segments) for cfg in body.configs()]  # stored explicit: 'auto' follows the run
     for i, cfg in enumerate(configs):
         where = ("sweep", i) if body.sweep and (body.config is None or i > 0) else ("config",)
         try:
