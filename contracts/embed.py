@@ -141,10 +141,12 @@ class EmbeddingRunSpec(BaseModel):
     )
     segments: bool = Field(
         default=False,
-        description="Also embed every segment (sentence, see services/embedder/segments.py) of every "
-        "document on its own, kept with its character span (`segments/` shards): what an SAE run needs "
-        "to tell one mention's status from another's in a long note (max over segments). Off by "
-        "default: it about doubles the run's time and its storage (~36 float16 clause vectors a demo note).",
+        description="Also embed every segment (a clause by default: `segment_unit`) of every document on its "
+        "own, each distinct text once, kept with its character span (`segments/` shards): what an SAE run needs "
+        "to tell one mention's status from another's in a long note (an SAE run on it then trains on segments "
+        "and pools their codes, unless its config says otherwise). Off by default here (the dashboard's form "
+        "turns it on): it adds the segments' time and storage (~36 float16 clause vectors a demo note; "
+        "`document_vectors: 'segments'` then saves reading the notes again).",
     )
     segment_unit: Literal["clause", "sentence"] = Field(
         default="clause",
