@@ -1,7 +1,8 @@
 """Words alone beside every concept: a keyword regex from the positive labels and TF-IDF + logistic
 regression, on the concept's own held-out split, equal to an independent scikit-learn computation, each with
-the concept's F1 lead over it and its paired bootstrap interval;
-no regex for examples given by id; the table on the concept page (escaped)."""
+the concept's F1 lead over it and its paired bootstrap interval; the share of positives the regex finds, and the
+page's note when the label's name is not a word of the texts; no regex for examples given by id; the table on
+the concept page (escaped)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score, precision_score, recall_score
 from sklearn.model_selection import train_test_split
 
 from gateway.domain.concepts import baselines
-from tests.concepts.conftest import note_text
+from tests.concepts.conftest import note_text, tuned_tfidf_predictions
 from tests.concepts.test_concepts_api import create
 
 pytestmark = pytest.mark.anyio
@@ -58,12 +57,12 @@ async def test_baselines_on_the_same_split_match_sklearn(client, auth, labelled_
     regex_pred = np.array([int(re.search("bronchioli", texts[p], re.I) is not None) for p in test])
     assert_figures(b["regex"], scores(y_test, regex_pred))
     assert 0 < b["regex"]["recall"] < 1 and 0 < b["regex"]["precision"] < 1  # misses and decoys
+    found = [re.search("bronchioli", texts[p], re.I) is not None for p, y in zip(train, y_train) if y]
+    assert b["regex"]["positive_coverage"] == pytest.approx(np.mean(found)) and 0.5 < np.mean(found) < 1
 
-    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-    lr = LogisticRegression(class_weight="balanced", max_iter=1000).fit(vec.fit_transform([texts[p] for p in train]),
-                                                                        y_train)
-    tfidf_pred = lr.predict(vec.transform([texts[p] for p in test]))
+    tfidf_pred, chosen = tuned_tfidf_predictions([texts[p] for p in train], y_train, [texts[p] for p in test])
     assert_figures(b["tfidf_lr"], scores(y_test, tfidf_pred))
+    assert b["tfidf_lr"]["C"] == chosen  # what a user tuning the words' model would pick
     assert b["tfidf_lr"]["n_train"] == len(train) and b["tfidf_lr"]["sampled"] is False
 
     # the concept against each, paired on the same held-out documents
@@ -131,3 +130,19 @@ async def test_concept_page_shows_words_alone_table(client, auth, labelled_run) 
                    else "features better" if d["difference"] > 0 else "words better")
         assert verdict in table.split(cell, 1)[1].split("</td>", 1)[0]
     assert "|safe" not in Path("web/templates/partials/_concept_metrics.html").read_text()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_label_name_the_texts_never_use_is_no_comparison(client, auth, labelled_run) -> None:  # noqa: ANN001
+    """Labels named in English over Italian notes: `otitis:confirmed` gives `otiti`, which no "otite media" note
+    holds. The regex is still scored, and the page says it finds none of the positives, so its F1 of 0 is not
+    read as words losing to features."""
+    otitis = {"labels": {"positive": ["otitis:confirmed"]}}
+    c = (await create(client, auth, labelled_run, name="otitis", kind="probe", examples=otitis)).json()
+    regex = c["baselines"]["regex"]
+    assert regex["pattern"] == "otiti" and regex["positive_coverage"] == 0.0 and regex["recall"] == 0.0
+    page = (await client.get(f"/concepts/{c['id']}", headers=auth)).text
+    note = re.search(r'<span [^>]*id="regex-not-a-word">(.*?)</span>', page, re.S)
+    assert note and "found in 0.0% of the positive training documents" in note.group(1)
+    bronchiolitis = (await create(client, auth, labelled_run, name="b", kind="probe", examples=CONFIRMED)).json()
+    assert 'id="regex-not-a-word"' not in (await client.get(f"/concepts/{bronchiolitis['id']}", headers=auth)).text

@@ -13,8 +13,6 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from gateway.db import session_scope
@@ -22,7 +20,7 @@ from gateway.domain.auth.service import Principal
 from gateway.domain.concepts.demo import EXPRESSION_NAME, PROBE_NAME, SCOPE_WORDS, SCOPED_NAME, create_demo_concepts
 from gateway.domain.runs.models import SaeRun
 from gateway.search.space import clear_cache
-from tests.concepts.conftest import write_run
+from tests.concepts.conftest import tuned_tfidf_predictions, write_run
 from tests.concepts.test_baselines import assert_figures, scores
 from tests.factories import write_segment_codes
 from tests.gateway.polling import wait_done
@@ -105,10 +103,8 @@ def tfidf_on(texts: list[str]) -> dict[str, float]:
     y = np.array([i % 2 == 0 for i in range(N_DOCS)], dtype=np.int64)
     train, test = (np.sort(part) for part in train_test_split(np.arange(N_DOCS), test_size=0.25, random_state=0,
                                                               stratify=y))
-    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-    lr = LogisticRegression(class_weight="balanced", max_iter=1000).fit(vec.fit_transform([texts[p] for p in train]),
-                                                                        y[train])
-    return scores(y[test], lr.predict(vec.transform([texts[p] for p in test])))
+    predicted, _ = tuned_tfidf_predictions([texts[p] for p in train], y[train], [texts[p] for p in test])
+    return scores(y[test], predicted)
 
 
 async def test_the_scoped_probe_is_compared_with_tfidf_on_its_clauses(client, auth, scoped_run) -> None:  # noqa: ANN001
