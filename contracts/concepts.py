@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+import regex
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 MAX_DOCUMENT_IDS = 200_000
+MAX_WORDS_REGEX = 1_000  # characters of a concept's own regex baseline
 
 
 class LabelClasses(BaseModel):
@@ -42,6 +44,29 @@ class Examples(BaseModel):
     test_fraction: float = Field(default=0.25, ge=0.1, le=0.5,
                                  description="Share held out (stratified) for the metrics; never trained on.")
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the held-out split and of the CV folds.")
+    words_regex: str | None = Field(
+        default=None, min_length=1, max_length=MAX_WORDS_REGEX,
+        description="Your own rule in words, scored beside the concept on the same held-out documents "
+                    "(`baselines.words_regex`): a regular expression (the `regex` package's syntax, as Python's `re`), "
+                    "searched case-insensitively in each document's text. A pattern that does not compile is a 422 "
+                    "naming this field and the position; one that runs longer than the time allowed over the held-out "
+                    "documents is reported as not scored, with the reason.")
+    words_regex_match: Literal["positive", "negative"] = Field(
+        default="positive",
+        description="What a match of `words_regex` predicts: 'positive' (a pattern for the concept itself) or "
+                    "'negative' (a pattern for what rules it out: `\\b(no|denies|without)\\b` for an affirmed "
+                    "mention, `sospett|esclus` for a confirmed diagnosis).")
+
+    @field_validator("words_regex")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                regex.compile(pattern, regex.IGNORECASE)
+            except regex.error as exc:
+                where = f" at position {exc.pos}" if exc.pos is not None else ""
+                raise ValueError(f"does not compile{where}: {exc.msg}") from None
+        return pattern
 
     @model_validator(mode="after")
     def one_source(self) -> Examples:
@@ -129,6 +154,11 @@ class RegexBaseline(BaselineFigures):
                     "no comparison a user would make: the page says so. None for figures stored before it.")
 
 
+class WordsRegexBaseline(BaselineFigures):
+    pattern: str = Field(description="`examples.words_regex`, searched case-insensitively in each document's text.")
+    match: Literal["positive", "negative"] = Field(description="What a match predicts (`examples.words_regex_match`).")
+
+
 class TfidfBaseline(BaselineFigures):
     n_train: int = Field(description="Training-split texts it was fitted on.")
     C: float | None = Field(default=None, description="The logistic regression's inverse regularisation, chosen by "
@@ -156,6 +186,12 @@ class Baselines(BaseModel):
                     "alternation of the stems (regex-escaped, `|`-joined), and a held-out document is predicted "
                     "positive when it matches anywhere in its text, case-insensitively. None for examples given "
                     "by document ids (no label to write it from).")
+    words_regex: WordsRegexBaseline | None = Field(
+        default=None,
+        description="Your own regex (`examples.words_regex`), on the same held-out documents. None without one, or "
+                    "when it was not scored (`words_regex_skipped` says why).")
+    words_regex_skipped: str | None = Field(
+        default=None, description="Why `examples.words_regex` was not scored (it ran past its time), else None.")
     tfidf_lr: TfidfBaseline | None = Field(
         default=None,
         description="scikit-learn TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2) + "
@@ -243,7 +279,7 @@ class ConceptOut(BaseModel):
 class StrongestWords(BaseModel):
     """The words-alone baseline with the highest held-out F1 on the concept's split, against the concept."""
 
-    method: Literal["regex", "tfidf_lr", "tfidf_lr_segments"] = Field(description="A key of `Baselines`.")
+    method: Literal["regex", "words_regex", "tfidf_lr", "tfidf_lr_segments"] = Field(description="A key of `Baselines`.")
     f1: float
     f1_difference: F1Difference | None = Field(description="The concept minus it, paired on the same held-out "
                                                            "documents (None: stored before it was computed).")

@@ -28,9 +28,11 @@ router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)
 MAX_LABEL_CHOICES = 200  # checkboxes, most frequent first; a dataset with more has a box for the others
 FIELD_NAMES = {"sae_run_id": "SAE run", "name": "Name", "description": "Description", "kind": "Kind",
                "expression": "Expression", "examples": "Labelled documents", "positive": "Positive labels",
-               "negative": "Negative labels", "test_fraction": "Held-out share", "segment_words": "Segment words"}
+               "negative": "Negative labels", "test_fraction": "Held-out share", "segment_words": "Segment words",
+               "words_regex": "Your regex"}
 EXAMPLE_FIELDS = (("examples.labels.positive", "positive"), ("examples.labels.negative", "negative"),
-                  ("examples.test_fraction", "test_fraction"), ("examples", "examples"))
+                  ("examples.test_fraction", "test_fraction"), ("examples.words_regex", "words_regex"),
+                  ("examples", "examples"))
 
 
 class ConceptForm(BaseModel):
@@ -51,6 +53,8 @@ class ConceptForm(BaseModel):
     more_negative: str = ""
     segment_words: str = ""  # comma-separated
     test_fraction: str = "0.25"
+    words_regex: str = ""
+    words_regex_match: str = "positive"
 
     def body(self) -> dict[str, Any]:
         """The POST /api/v1/concepts body: the chosen kind's own fields (the other kind's, hidden in
@@ -64,7 +68,8 @@ class ConceptForm(BaseModel):
         positive, negative = _labels(self.positive, self.more_positive), _labels(self.negative, self.more_negative)
         if positive or negative:
             body["examples"] = {"labels": {"positive": positive, "negative": negative},
-                                "test_fraction": self.test_fraction}
+                                "test_fraction": self.test_fraction, "words_regex": self.words_regex or None,
+                                "words_regex_match": self.words_regex_match}
         return body
 
 

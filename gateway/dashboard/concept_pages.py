@@ -59,7 +59,8 @@ def concepts_page(request: Request, session: SessionDep,
                                                    "sae_run_id": sae_run_id, "word_methods": WORD_METHODS})
 
 
-WORD_METHODS = {"regex": "keyword regex", "tfidf_lr": "TF-IDF + LR", "tfidf_lr_segments": "TF-IDF + LR on its segments"}
+WORD_METHODS = {"regex": "keyword regex", "words_regex": "your regex", "tfidf_lr": "TF-IDF + LR",
+                "tfidf_lr_segments": "TF-IDF + LR on its segments"}
 
 
 @router.get("/concepts/{concept_id}", response_class=HTMLResponse)

@@ -146,3 +146,62 @@ async def test_a_label_name_the_texts_never_use_is_no_comparison(client, auth, l
     assert note and "found in 0.0% of the positive training documents" in note.group(1)
     bronchiolitis = (await create(client, auth, labelled_run, name="b", kind="probe", examples=CONFIRMED)).json()
     assert 'id="regex-not-a-word"' not in (await client.get(f"/concepts/{bronchiolitis['id']}", headers=auth)).text
+
+
+RULED_OUT = r"sospetta|esclusa|otite|febbre"  # what a user would write against confirmed bronchiolitis
+
+
+@pytest.mark.parametrize("match", ["positive", "negative"])
+async def test_your_own_regex_is_scored_beside_the_concept(client, auth, labelled_run, match: str) -> None:  # noqa: ANN001
+    pattern = r"bronchiolite|sibilante" if match == "positive" else RULED_OUT
+    examples = {**CONFIRMED, "words_regex": pattern, "words_regex_match": match}
+    c = (await create(client, auth, labelled_run, name=f"own {match}", kind="probe", examples=examples)).json()
+    mine = c["baselines"]["words_regex"]
+    assert mine["pattern"] == pattern and mine["match"] == match and c["baselines"]["words_regex_skipped"] is None
+    _, _, test, y_test = split_here(labelled_run, {"bronchiolitis:confirmed"})
+    texts = [note_text(i, lab) for i, lab in enumerate(labelled_run.labels)]
+    found = np.array([re.search(pattern, texts[p], re.I) is not None for p in test])
+    assert_figures(mine, scores(y_test, found if match == "positive" else ~found))
+    d = mine["f1_difference"]
+    assert d["difference"] == pytest.approx(c["metrics"]["f1"] - mine["f1"], abs=2e-4)
+    if match == "negative":  # ruling out the other statuses beats the label's stem, and the list names the strongest
+        assert mine["f1"] > c["baselines"]["regex"]["f1"]
+        listed = (await client.get(f"/api/v1/concepts?sae_run_id={labelled_run.run_id}", headers=auth)).json()
+        words = next(item["words"] for item in listed["items"] if item["id"] == c["id"])
+        strongest = max(("regex", "words_regex", "tfidf_lr"), key=lambda m: c["baselines"][m]["f1"])
+        assert words["method"] == strongest and words["f1"] == c["baselines"][strongest]["f1"]
+
+
+async def test_a_regex_that_does_not_compile_is_refused_where(client, auth, labelled_run) -> None:  # noqa: ANN001
+    resp = await create(client, auth, labelled_run, name="bad", kind="probe",
+                        examples={**CONFIRMED, "words_regex": "(sospett"})
+    assert resp.status_code == 422
+    assert resp.json()["field"] == "body.examples.words_regex"
+    assert "does not compile at position 8: missing )" in resp.json()["message"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_regex_past_its_time_is_not_scored_and_the_page_says_so(client, auth, labelled_run,  # noqa: ANN001
+                                                                       monkeypatch) -> None:
+    """A user's pattern may backtrack for ever: the search stops at the time allowed (here none is left), the
+    concept is stored all the same, and its page says why that row is empty."""
+    monkeypatch.setattr(baselines, "WORDS_REGEX_BUDGET_S", 0.0)
+    c = (await create(client, auth, labelled_run, name="slow", kind="probe",
+                      examples={**CONFIRMED, "words_regex": r"^(\w+\s?)*$"})).json()
+    assert c["baselines"]["words_regex"] is None
+    assert c["baselines"]["words_regex_skipped"].startswith("it ran past 0 s over the")
+    row = re.search(r'<tr id="baseline-words-regex">.*?</tr>', (await client.get(f"/concepts/{c['id']}",
+                                                                                 headers=auth)).text, re.S)
+    assert row and "not scored: it ran past 0 s" in row.group(0)
+
+
+def test_a_backtracking_pattern_stops_at_its_deadline() -> None:
+    import time
+
+    import regex
+
+    slow = regex.compile(r"(x+x+)+y")
+    found, late = baselines.search_all(slow, ["x" * 5000, "xy"], time.monotonic() + 0.05)
+    assert late and found == [False, False]  # the second text is not searched once time is out
+    found, late = baselines.search_all(regex.compile("xy"), ["x" * 50, "xy"], time.monotonic() + 5)
+    assert not late and found == [False, True]

@@ -106,6 +106,8 @@ REFUSED = [  # (form fields over BASE, status, the form's field, words of the me
     ({"sae_run_id": "999"}, 422, "sae_run_id", "SAE run 999 does not exist"),
     ({"kind": "expression", "expression": ""}, 422, "expression", "needs an expression"),
     ({"kind": "rule"}, 422, "kind", "kind: Input should be 'expression' or 'probe'"),
+    ({"words_regex": "sospett(a|o"}, 422, "words_regex", "examples.words_regex: Value error, does not compile at "
+                                                          "position 11: missing )"),
 ]
 
 

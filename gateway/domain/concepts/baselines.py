@@ -1,7 +1,8 @@
 """Words alone, on the concept's own held-out split: what a user could do without features.
 
 Two baselines are computed beside every stored concept metric (same labelled documents, same
-train/test positions): a keyword regex written from the positive label(s), and TF-IDF 1-2-grams
+train/test positions), three when the examples carry the user's own regex (`words_regex`, bounded in
+time by the `regex` package's timeout): a keyword regex written from the positive label(s), and TF-IDF 1-2-grams
 with a balanced logistic regression trained on the training split's texts only, its C chosen by CV
 on them (a regression left at C = 1 is a baseline too easy to beat). A probe scoped to segments
 (`segment_words`) gets a third, the same TF-IDF + LR on the text of the segments it reads
@@ -17,9 +18,11 @@ lead or lag is more than the noise of a small held-out split. Texts are read fro
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import numpy as np
+import regex
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -38,6 +41,22 @@ MAX_TFIDF_TRAIN = 50_000  # training texts for TF-IDF; more are sampled down (se
 TFIDF_CS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 TFIDF_FOLDS = 3
 TFIDF_CV_MAX = 5_000  # training texts the C is chosen on (drawn with the examples' seed); the fit then reads all
+WORDS_REGEX_BUDGET_S = 10.0  # a concept's own regex over all its held-out documents: past it, not scored
+
+
+def search_all(pattern: regex.Pattern, texts: list[str], deadline: float) -> tuple[list[bool], bool]:
+    """Whether `pattern` occurs in each text, and whether it ran out of time (before `deadline`, monotonic): a
+    user's pattern may backtrack for ever, and `regex` stops a search at its timeout where `re` cannot."""
+    found: list[bool] = []
+    for text in texts:
+        left = deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            found.append(pattern.search(text, timeout=left) is not None)
+        except TimeoutError:
+            return found + [False] * (len(texts) - len(found)), True
+    return found, False
 
 
 def label_stem(word: str) -> str:
@@ -94,6 +113,7 @@ def _fit_tfidf(texts: list[str], y: np.ndarray, seed: int) -> tuple[TfidfVectori
 def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled: Labelled, examples: Examples,
                       scope: SegmentScope | None = None, predicted: np.ndarray | None = None) -> dict[str, Any]:
     """{"regex": {pattern, positive_coverage, precision, recall, f1, confusion} | None,
+    "words_regex": {pattern, match, ...} | None, "words_regex_skipped": str | None (the examples' own regex),
     "tfidf_lr": {..., n_train, sampled, C} | None,
     "tfidf_lr_segments": {..., n_train, sampled, segment_words} | None (None without a scope)}; with
     `predicted` (the concept's 0/1 on the held-out split, in its order), each with `f1_difference` too."""
@@ -119,6 +139,9 @@ def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled:
     scoped = _fit_tfidf(scoped_texts, y_train, examples.seed) if scope is not None else None
     del train_texts, scoped_texts
 
+    words = regex.compile(examples.words_regex, regex.IGNORECASE) if examples.words_regex else None
+    words_found, words_late = np.zeros(len(test_pos), bool), False
+    deadline = time.monotonic() + WORDS_REGEX_BUDGET_S
     regex_pred = np.zeros(len(test_pos), np.int8)
     tfidf_pred = np.zeros(len(test_pos), np.int8)
     scoped_pred = np.zeros(len(test_pos), np.int8)
@@ -128,6 +151,8 @@ def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled:
             end = done + len(batch)
             if compiled is not None:
                 regex_pred[done:end] = [compiled.search(t) is not None for t in texts]
+            if words is not None and not words_late:
+                words_found[done:end], words_late = search_all(words, texts, deadline)
             if model is not None:
                 tfidf_pred[done:end] = model[1].predict(model[0].transform(texts))
             if scoped is not None:
@@ -140,9 +165,15 @@ def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled:
     def figures(pred: np.ndarray) -> dict[str, Any]:
         return _figures(y_test, pred, predicted, examples.seed)
 
+    words_pred = (words_found if examples.words_regex_match == "positive" else ~words_found).astype(np.int8)
+    scored_words = words is not None and not words_late
     return {
         "regex": ({"pattern": pattern, "positive_coverage": coverage, **figures(regex_pred)}
                   if compiled is not None else None),
+        "words_regex": ({"pattern": examples.words_regex, "match": examples.words_regex_match, **figures(words_pred)}
+                        if scored_words else None),
+        "words_regex_skipped": (f"it ran past {WORDS_REGEX_BUDGET_S:g} s over the {len(test_pos)} held-out documents"
+                                if words_late else None),
         "tfidf_lr": {**figures(tfidf_pred), **fitted_on, "C": model[1].C} if model is not None else None,
         "tfidf_lr_segments": ({**figures(scoped_pred), **fitted_on, "C": scoped[1].C,
                                "segment_words": list(scope.words)} if scoped is not None else None),

@@ -52,9 +52,11 @@ def concept_out(session: Session, concept: Concept) -> ConceptOut:
 
 
 def strongest_words(metrics: dict | None) -> StrongestWords | None:
-    """The stored baseline with the highest F1 (the first of regex, TF-IDF, TF-IDF on segments on a tie)."""
+    """The stored baseline with the highest F1 (the first of regex, your regex, TF-IDF, TF-IDF on segments on a
+    tie)."""
     baselines = (metrics or {}).get("baselines") or {}
-    found = [(b["f1"], -n, method, b) for n, method in enumerate(("regex", "tfidf_lr", "tfidf_lr_segments"))
+    found = [(b["f1"], -n, method, b)
+             for n, method in enumerate(("regex", "words_regex", "tfidf_lr", "tfidf_lr_segments"))
              if (b := baselines.get(method))]
     if not found:
         return None
