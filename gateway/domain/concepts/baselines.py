@@ -1,11 +1,11 @@
 """Words alone, on the concept's own held-out split: what a user could do without features.
 
-Two baselines are computed beside every stored concept metric (same labelled documents, same
-train/test positions), three when the examples carry the user's own regex (`words_regex`, bounded in
-time by the `regex` package's timeout): a keyword regex written from the positive label(s), and TF-IDF 1-2-grams
-with a balanced logistic regression trained on the training split's texts only, its C chosen by CV
-on them (a regression left at C = 1 is a baseline too easy to beat). A probe scoped to segments
-(`segment_words`) gets a third, the same TF-IDF + LR on the text of the segments it reads
+Beside every stored concept metric (same labelled documents, same train/test positions): a keyword regex
+written from the positive label(s), with the share of the training positives it finds; TF-IDF 1-2-grams with a
+balanced logistic regression trained on the training split's texts only, its C chosen by CV on them (a regression
+left at C = 1 is a baseline too easy to beat); the user's own regex when the examples carry one (`words_regex`,
+bounded in time by the `regex` package's timeout); and, for a probe scoped to segments (`segment_words`), the
+same TF-IDF + LR on the text of the segments it reads
 (each document's matching segments joined with " ", "" without one; `scope.py` decides which
 match, for both): words and features on the same unit. All are scored with the same
 `binary_metrics` as the concept, and each carries `f1_difference`: the concept's F1 minus its own on those
