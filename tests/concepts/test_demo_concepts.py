@@ -9,7 +9,8 @@ import pytest
 
 from gateway.db import session_scope
 from gateway.domain.auth.service import Principal
-from gateway.domain.concepts.demo import EXPRESSION_NAME, PROBE_NAME, create_demo_concepts
+from gateway.demo.corpus import generate_notes
+from gateway.domain.concepts.demo import CUES_REGEX, EXPRESSION_NAME, PROBE_NAME, create_demo_concepts
 from gateway.domain.concepts.examples import labelled_documents
 from gateway.domain.concepts.service import run_data
 
@@ -29,6 +30,9 @@ async def test_demo_concepts_on_a_run_with_the_demo_labels(app, client, auth, la
     assert expr["metrics"]["f1"] > 0.9 and probe["metrics"]["f1"] > 0.7  # linear: "F0 but not F1" only roughly
     assert probe["examples"]["labels"] == {"positive": ["bronchiolitis:confirmed"], "negative": []}
     assert probe["metrics"]["n_test"] == 100  # a quarter of every note: confirmed against all the others
+    for concept in (probe, expr):  # beside each, the rule a clinician would write with the same hedge words
+        assert concept["examples"]["words_regex"] == CUES_REGEX
+        assert concept["baselines"]["words_regex"]["pattern"] == CUES_REGEX
     again = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
     assert again == ids
     assert (await client.get("/api/v1/concepts", headers=auth)).json()["total"] == 2
@@ -66,3 +70,29 @@ async def test_the_expression_s_features_are_chosen_on_the_training_split(app, c
     with_status = {i for i, lab in enumerate(labelled_run.labels) if lab.startswith("bronchiolitis:")}
     assert set(seen["bronchiolitis"]) == with_status & train  # every training one, no held-out one
     assert set(seen["confirmed"]) | set(seen["suspected"]) <= train
+
+
+def test_the_cues_regex_is_the_status_benchmark_s_rule() -> None:
+    """One pattern for bench/status.py's `regex_cues` on the demo (a mention with no hedge word 40 characters before
+    it or 25 after, within its sentence), checked against that rule written out in Python on 2,000 demo notes."""
+    import re
+
+    import regex
+
+    cue = re.compile(r"sospett|\?|esclus|possibil|probabil|pregress", re.IGNORECASE)
+
+    def by_hand(text: str) -> bool:
+        for m in re.finditer(r"bronchiolit\w*", text, re.IGNORECASE):
+            left = max(text.rfind(".", 0, m.start()), text.rfind("\n", 0, m.start())) + 1
+            ends = [i for i in (text.find(".", m.end()), text.find("\n", m.end())) if i >= 0]
+            right = min(ends) if ends else len(text)
+            window = text[max(left, m.start() - 40):min(right, m.end() + 25)]
+            if not cue.search(window.replace(m.group(0), " ")):
+                return True
+        return False
+
+    pattern = regex.compile(CUES_REGEX, regex.IGNORECASE)
+    texts = [note.text for note in generate_notes(n=2000, seed=0)]
+    verdicts = [(pattern.search(t) is not None, by_hand(t)) for t in texts]
+    assert all(a == b for a, b in verdicts)
+    assert 0.1 < sum(a for a, _ in verdicts) / len(texts) < 0.9  # it tells notes apart

@@ -15,7 +15,9 @@ held-out figures stay honest): the one that fires most like the bronchiolitis no
 that fires on suspected notes more than on confirmed ones.
 
 Positive: `bronchiolitis:confirmed`; negative: every other note, the suspected bronchiolitis ones
-among them. A probe trained on confirmed against suspected notes alone would never have seen the
+among them. Each concept's page also scores, as the user's own regex, the rule with the same hedge words
+(`CUES_REGEX`), so the features are shown against what a clinician would write with words. A probe trained
+on confirmed against suspected notes alone would never have seen the
 other conditions, and applied to the whole corpus would match most of them."""
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import asyncio
 from typing import Any
 
 import numpy as np
+import regex
 
 from contracts.concepts import ConceptCreate, Examples, LabelClasses
 from contracts.search import LabelSearch
@@ -41,9 +44,14 @@ PROBE_NAME = "Confirmed bronchiolitis (probe)"
 EXPRESSION_NAME = "Confirmed bronchiolitis (expression)"
 SCOPED_NAME = "Confirmed bronchiolitis (probe on its clauses)"
 SCOPE_WORDS = ["bronchiolit"]
-EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED]))
 TOPIC_WORDS = ("bronchiolit",)
 HEDGE_WORDS = ("sospett", "?", "esclus", "possibil", "probabil", "pregress")
+_CUE = "(?:" + "|".join(regex.escape(w) for w in HEDGE_WORDS) + ")"
+CUES_REGEX = rf"(?<!{_CUE}[^.\n]{{0,40}})bronchiolit\w*(?![^.\n]{{0,25}}{_CUE})"
+"""The user's own rule beside the demo's concepts: a mention of bronchiolitis with none of the hedge words in the
+40 characters before it or the 25 after, within its sentence. The rule of bench/status.py's `regex_cues` for the
+demo written as one pattern (`regex`'s variable-length look-behind): the same verdict on all 2,000 demo notes."""
+EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED]), words_regex=CUES_REGEX)
 """What a clinician types into the label search: the words of bench/status_expression.py's USER_WORDS["demo"]
 (its regex with cues); "?" finds no name (the search reads words)."""
 SEARCH_LIMIT = 20
