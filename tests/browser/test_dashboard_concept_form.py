@@ -52,6 +52,8 @@ def test_create_a_scoped_probe_from_the_form(page, demo) -> None:  # noqa: ANN00
     assert concept_names(url, key) == before  # ... and nothing was stored
     page.console_errors.clear()  # the refused request's 422, shown in the page as intended
 
+    page.fill("#words_regex", "sospett|esclus")  # the user's own rule: a hedge word rules it out
+    page.select_option("#words_regex_match", "negative")
     page.fill("#segment_words", "bronchiolit")
     page.locator("#segment_words").scroll_into_view_if_needed()
     shot(page, "concept-form")
@@ -62,7 +64,10 @@ def test_create_a_scoped_probe_from_the_form(page, demo) -> None:  # noqa: ANN00
     assert " ".join(page.locator("#segment-scope").inner_text().split()).startswith(
         "Reads the segments that contain bronchiolit")
     baselines = page.locator("#baselines tbody tr")
-    assert baselines.count() == 4  # this concept, the keyword regex, TF-IDF, TF-IDF on the same clauses
+    assert baselines.count() == 5  # this concept, the keyword regex, the user's regex, TF-IDF, TF-IDF on the clauses
+    own = " ".join(page.locator("#baseline-words-regex th").text_content().split())
+    assert own == "Your regex sospett|esclus (a match predicts negative)", own
+    assert re.fullmatch(r"[01]\.\d{3}", page.locator("#baseline-words-regex td.num:not(.vs)").nth(2).inner_text())
     assert "bronchioli" in page.locator("#baselines code").first.text_content()  # th is upper-cased by CSS
     figures = page.locator("#baseline-segments td.num:not(.vs)").all_inner_texts()
     assert len(figures) == 3 and all(re.fullmatch(r"[01]\.\d{3}", t) for t in figures), figures

@@ -84,7 +84,10 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
         assert abs(difference - (concept_f1 - f1)) <= 0.0015 and low <= difference <= high
         assert got.group(4) == ("within the noise" if low <= 0 <= high else
                                 "features better" if difference > 0 else "words better")
-    assert page.locator("#baselines tbody tr:has(td.vs)").count() == 3  # regex, TF-IDF, TF-IDF on the clauses
+    # the label's regex, the demo's own rule with hedge cues, TF-IDF, TF-IDF on the clauses
+    assert page.locator("#baselines tbody tr:has(td.vs)").count() == 4
+    own = " ".join(page.locator("#baseline-words-regex th").text_content().split())
+    assert own.startswith("Your regex (?<!(?:sospett|") and own.endswith("(a match predicts positive)"), own
     shot(page, "concept-scoped")
     assert page.console_errors == []
 
