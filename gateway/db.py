@@ -57,15 +57,23 @@ def session_factory(url: str) -> sessionmaker[Session]:
 
 
 @contextmanager
-def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """A unit of work: commit on success, roll back on any error."""
-    session = factory()
+def unit_of_work(session: Session) -> Iterator[Session]:
+    """Commit `session` when the block ends without error, roll it back on any error."""
     try:
         yield session
         session.commit()
     except BaseException:
         session.rollback()
         raise
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work on a session of its own, closed afterwards."""
+    session = factory()
+    try:
+        with unit_of_work(session):
+            yield session
     finally:
         session.close()
 

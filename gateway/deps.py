@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from artifacts import ArtifactStore
 from gateway.config import GatewaySettings
+from gateway.db import unit_of_work
 from gateway.domain.auth import trail
 from gateway.domain.auth.service import Principal, session_principal, verify_key
 from gateway.domain.datasets import repo as dataset_repo
@@ -37,12 +38,8 @@ def get_session(session: Annotated[Session, Depends(_open_session)]) -> Iterator
     """A unit of work per request: committed when the handler returns, *before* the response is sent
     (`scope="function"` below), so a client's next request reads what this one wrote and a failed commit
     is this request's error, not a lost write behind a 2xx; rolled back on any error."""
-    try:
+    with unit_of_work(session):
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
 
 
 SettingsDep = Annotated[GatewaySettings, Depends(get_settings_dep)]
