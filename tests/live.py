@@ -58,6 +58,27 @@ class ServerDied(RuntimeError):
 
 
 @contextmanager
+def serve_in_thread(app, what: str = "the app") -> Iterator[str]:  # noqa: ANN001
+    """An ASGI `app` served by uvicorn on a free loopback port, in a thread of this process; its base URL."""
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, f"{what} did not start"
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@contextmanager
 def live_server(data_dir: Path, *, log_path: Path | None = None, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
     # A port found free can be taken by another socket before the server binds it: retry on
     # a new port when the server dies at start-up (the log is in the error if it keeps dying).

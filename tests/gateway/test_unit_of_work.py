@@ -6,35 +6,15 @@ from __future__ import annotations
 
 import re
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
-import uvicorn
 from sqlalchemy import event, select
 
 from gateway.domain.auth.models import ApiKey, DashboardSession
 from gateway.domain.auth.service import create_key
-from tests.live import free_port
+from tests.live import serve_in_thread
 
 FRESH = "fresh-key"
-
-
-@contextmanager
-def serve(app) -> Iterator[str]:  # noqa: ANN001
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "the gateway did not start"
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def mark_added(factory, wanted, flag: str) -> None:  # noqa: ANN001
@@ -72,7 +52,7 @@ def test_the_next_request_reads_what_the_last_one_wrote(app, auth: dict[str, str
     with app.state.factory() as session:  # another caller's key: the writer's own last use is not committed yet
         reading_key = create_key(session, name="reader")[1]
         session.commit()
-    with serve(app) as url, httpx.Client(base_url=url, headers=auth, timeout=30) as writer, \
+    with serve_in_thread(app, "the gateway") as url, httpx.Client(base_url=url, headers=auth, timeout=30) as writer, \
             httpx.Client(base_url=url, headers={"Authorization": f"Bearer {reading_key}"}, timeout=30) as reader:
         reader.get("/api/v1/api-keys").raise_for_status()  # its key's last use is now recorded: no write below
         created = writer.post("/api/v1/api-keys", json={"name": FRESH})
@@ -90,7 +70,7 @@ def test_a_failed_commit_is_the_requests_error_and_nothing_is_stored(app, auth: 
 
     mark_fresh_keys(app.state.factory)
     event.listen(app.state.factory, "before_commit", failing_commit)
-    with serve(app) as url, httpx.Client(base_url=url, headers=auth, timeout=30) as client:
+    with serve_in_thread(app, "the gateway") as url, httpx.Client(base_url=url, headers=auth, timeout=30) as client:
         created = client.post("/api/v1/api-keys", json={"name": FRESH})
     event.remove(app.state.factory, "before_commit", failing_commit)
     assert created.status_code == 500, created.text
@@ -111,7 +91,7 @@ def test_the_login_redirect_finds_its_session(app, api_key: str) -> None:  # noq
             answered.wait(3)
 
     event.listen(app.state.factory, "before_commit", slow_commit)
-    with serve(app) as url, httpx.Client(base_url=url, timeout=30) as browser:
+    with serve_in_thread(app, "the gateway") as url, httpx.Client(base_url=url, timeout=30) as browser:
         page = browser.get("/login")
         token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
         login = browser.post("/login", data={"key": api_key, "csrf_token": token})

@@ -5,14 +5,11 @@ real HTTP (uvicorn on loopback), as in the distributed deployment."""
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from contracts.interpret import CorpusRef, InterpretRunPayload, LabelEmbedding
 from contracts.model_allowlist import DEFAULT_ENCODER
@@ -21,7 +18,7 @@ from services.embedder.config import EmbedderSettings
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.worker import label_embedder, shutdown, startup
 from tests.conftest import MACHINERY_ENCODER
-from tests.live import free_port
+from tests.live import serve_in_thread
 
 LABELS = ["bronchiolite confermata", "sospetta polmonite"]
 
@@ -29,16 +26,8 @@ LABELS = ["bronchiolite confermata", "sospetta polmonite"]
 @pytest.fixture(scope="module")
 def embedder_url() -> Iterator[str]:
     settings = EmbedderSettings(device="cpu", precision="fp32", threads=1, default_model=MACHINERY_ENCODER)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "the embedder did not start"
-    yield f"http://127.0.0.1:{server.config.port}"
-    server.should_exit = True
-    thread.join(10)
+    with serve_in_thread(create_app(settings), "the embedder") as url:
+        yield url
 
 
 def job(label_embedding: LabelEmbedding | None) -> InterpretRunPayload:
