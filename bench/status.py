@@ -68,6 +68,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.modules.setdefault("status", sys.modules[__name__])  # run as a script: status_expression.py imports this module
 
 from contracts.sae import SaeConfig  # noqa: E402
+from gateway.domain.concepts.baselines import TFIDF_TOKENS  # noqa: E402
 from gateway.domain.concepts.probe import Split, binary_metrics, fit_probe, heldout_split  # noqa: E402
 from services.sae.encoding import encode_all  # noqa: E402
 from services.embedder.segments import DEFAULT_UNIT  # noqa: E402
@@ -90,7 +91,6 @@ SEGMENTS_TRAIN_ON = "segments_and_documents"
 # probe_anchored / tfidf_anchored: the segments that name the topic (demo: the regex user's topic word;
 # NegEx: the marked mention, `[`)
 ANCHORS = {"demo": r"bronchiolit", "negex": r"\["}
-TOKENS = r"(?u)\b\w\w+\b|[\[\]?]"  # TF-IDF words, plus the mention marker and the question mark
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def run_regex(ds: LabelledSet, split: Split, fn: Callable[[str], int]) -> dict:
 def run_tfidf(ds: LabelledSet, split: Split) -> dict:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    tfidf = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=TOKENS)
+    tfidf = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=TFIDF_TOKENS)
     xt = tfidf.fit_transform([ds.texts[i] for i in split.train])
     model = _lr_cv(xt, ds.y[split.train])
     pred = model.predict(tfidf.transform([ds.texts[i] for i in split.test]))

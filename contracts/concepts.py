@@ -194,7 +194,8 @@ class Baselines(BaseModel):
         default=None, description="Why `examples.words_regex` was not scored (it ran past its time), else None.")
     tfidf_lr: TfidfBaseline | None = Field(
         default=None,
-        description="scikit-learn TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2) + "
+        description="scikit-learn TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2, its words plus "
+                    "`?`, `[` and `]` as terms) + "
                     "LogisticRegression(class_weight='balanced', solver='liblinear', C by CV: `C`), fitted on the "
                     "training split's texts only; None when no term occurs in two training documents.")
     tfidf_lr_segments: TfidfSegmentsBaseline | None = Field(

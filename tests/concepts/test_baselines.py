@@ -205,3 +205,18 @@ def test_a_backtracking_pattern_stops_at_its_deadline() -> None:
     assert late and found == [False, False]  # the second text is not searched once time is out
     found, late = baselines.search_all(regex.compile("xy"), ["x" * 50, "xy"], time.monotonic() + 5)
     assert not late and found == [False, True]
+
+
+def test_the_words_model_reads_a_question_mark_and_a_marked_mention() -> None:
+    # "bronchiolite?" is a hedge, "[tosse]" the mention a sentence is about: both are words to a user, and
+    # scikit-learn's default token pattern drops them, leaving the two classes the same text
+    hedged = [f"bronchiolite? giorno {i}" for i in range(12)] + [f"bronchiolite. giorno {i}" for i in range(12)]
+    y = np.array([1] * 12 + [0] * 12)
+    vectorizer, model = baselines._fit_tfidf(hedged, y, seed=0)
+    assert {"?", "bronchiolite ?"} <= set(vectorizer.vocabulary_)
+    assert model.predict(vectorizer.transform(["bronchiolite? giorno 99", "bronchiolite. giorno 99"])).tolist() == [1, 0]
+
+    marked = [f"no [tosse], febbre {i}" for i in range(12)] + [f"no tosse, [febbre] {i}" for i in range(12)]
+    vectorizer, model = baselines._fit_tfidf(marked, y, seed=0)
+    assert {"[", "]", "tosse ]"} <= set(vectorizer.vocabulary_)
+    assert model.predict(vectorizer.transform(["no [tosse], febbre", "no tosse, [febbre]"])).tolist() == [1, 0]
