@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DataError, OperationalError
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.middleware.sessions import SessionMiddleware
 
 from artifacts import ArtifactStore
@@ -39,6 +40,7 @@ from gateway.uploads import UploadError
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
+GZIP_MIN_BYTES = 1024  # smaller responses go as they are: the header and the CPU would outweigh the saving
 
 
 def _tagged_union_error(error: dict) -> tuple[str, str]:
@@ -91,6 +93,11 @@ def create_app(settings: GatewaySettings | None = None, *, configure_logs: bool 
 
     app.add_middleware(SecurityHeadersMiddleware, cookie_name="prisma_session", cookie_secure=settings.cookie_secure)
 
+    # gzip where the client asks (every browser, httpx): the SAE run page's heatmaps are 2.5 MB of SVG, about
+    # 0.2 MB compressed. A compressed response that holds a secret beside attacker-chosen text is what BREACH
+    # reads; that needs the victim's browser to send the request cross-site with its cookie, which SameSite=strict
+    # refuses (and API keys travel in a header, never in a body).
+    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES, compresslevel=5)
     app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent_requests)
     app.add_middleware(RequestIdMiddleware)
     _add_error_handlers(app)
