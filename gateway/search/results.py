@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +16,7 @@ from gateway.search.expressions import SearchSpace
 
 EXCERPT_CHARS = 300
 EXCERPT_CONTEXT = 60  # characters kept before a matched segment when the excerpt moves to it
+EXCERPT_LINES_BEFORE = 2  # line breaks kept before a matched segment at most
 
 
 def page_by_score(positions: np.ndarray, scores: np.ndarray, *, offset: int, limit: int) -> np.ndarray:
@@ -69,11 +71,23 @@ def segment_hits(space: SearchSpace, matched: np.ndarray | None, positions: np.n
 
 
 def excerpt_around(text: str, segment: SegmentHit | None) -> tuple[int, str]:
-    """(start, EXCERPT_CHARS of text from start): from 0, unless the segment ends further on; then
-    from a little before the segment (from its start when it is longer than an excerpt)."""
-    if segment is None or segment.end <= EXCERPT_CHARS:
+    """(start, EXCERPT_CHARS of text from start): from 0, unless the segment ends further on or more than
+    EXCERPT_LINES_BEFORE line breaks come before it; then from a little before the segment (from its start
+    when it is longer than an excerpt), at most EXCERPT_LINES_BEFORE line breaks before it and not from the
+    middle of a word. A page shows an excerpt's first lines only (the search results' `.doc-text` clips at
+    five): a note's short header lines ("Indagini:\nTest RSV non eseguito.\n\nConclusione diagnostica\n")
+    would push the segment out of sight."""
+    if segment is None or (segment.end <= EXCERPT_CHARS
+                           and text.count("\n", 0, segment.start) <= EXCERPT_LINES_BEFORE):
         return 0, text[:EXCERPT_CHARS]
     start = max(0, min(segment.start, max(segment.end - EXCERPT_CHARS, segment.start - EXCERPT_CONTEXT)))
+    breaks = [start + i for i, c in enumerate(text[start:segment.start]) if c == "\n"]
+    if len(breaks) > EXCERPT_LINES_BEFORE:
+        start = breaks[-EXCERPT_LINES_BEFORE - 1] + 1
+    if 0 < start < segment.start and text[start - 1].isalnum():  # not from the middle of a word
+        start = min(segment.start, start + len(re.match(r"\w*\W*", text[start:segment.start]).group(0)))
+    while start < segment.start and text[start] == "\n":  # no blank line first
+        start += 1
     return start, text[start:start + EXCERPT_CHARS]
 
 

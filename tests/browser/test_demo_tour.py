@@ -123,5 +123,10 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
     page.goto(f"{url}/sae-runs/{sae}/search?q={quote(expr['expression'])}")
     marked = page.locator("#document-results tbody tr").first.locator("mark")
     assert " ".join(marked.inner_text().split()) == " ".join(sentence.split()) != ""
+    # every row shows its matched segment inside the text cell's clipped box, not below it
+    boxes = page.locator("#document-results tbody tr .doc-text").evaluate_all(
+        "cells => cells.map(c => [c.getBoundingClientRect().bottom, c.querySelector('mark') &&"
+        " c.querySelector('mark').getBoundingClientRect().bottom])")
+    assert boxes and all(mark is not None and mark <= cell + 1 for cell, mark in boxes), boxes
     readme_shot(page, "search-segment")
     assert page.console_errors == []

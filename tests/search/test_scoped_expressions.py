@@ -231,8 +231,11 @@ SECOND = "Suspected <bronchiolitis>."
 FILLER = "filler " * 60  # odd documents: the second segment lies past the first EXCERPT_CHARS
 
 
+HEADERS = "\nVisita.\n\nEsami:\nnella norma.\n\nConclusione:\n"  # every fourth document, from the second: short lines
+
+
 def segmented_text(i: int) -> tuple[str, list[tuple[int, int]]]:
-    first, middle = FIRST.format(i=i), " " + (FILLER if i % 2 else "")
+    first, middle = FIRST.format(i=i), " " + (FILLER if i % 2 else HEADERS if i % 4 == 2 else "")
     return first + middle + SECOND, [(0, len(first)), (len(first) + len(middle), len(first) + len(middle) + len(SECOND))]
 
 
@@ -293,6 +296,20 @@ async def test_a_far_segment_moves_the_excerpt(client, auth, segmented) -> None:
 
 
 @pytest.mark.anyio
+async def test_short_lines_before_the_segment_move_the_excerpt(client, auth, segmented) -> None:  # noqa: ANN001
+    # the segment lies within the first EXCERPT_CHARS, but below seven line breaks: a page showing the excerpt's
+    # first lines would not show it, so the excerpt starts two line breaks before it
+    items = (await post(client, auth, segmented.run_id, "SEGMENT(F1)", limit=200)).json()["items"]
+    headed = [d for d in items if d["position"] % 4 == 2]
+    assert headed
+    for d in headed:
+        seg, at = d["segment"], d["excerpt_start"]
+        assert seg["end"] < EXCERPT_CHARS and 0 < at < seg["start"]
+        assert d["excerpt"][:seg["start"] - at] == "Conclusione:\n"
+        assert d["excerpt"][seg["start"] - at:seg["end"] - at] == SECOND
+
+
+@pytest.mark.anyio
 async def test_the_page_marks_the_segment_escaped(client, auth, segmented) -> None:  # noqa: ANN001
     resp = await client.get(f"/sae-runs/{segmented.run_id}/search?q={quote('sentence(F1)')}", headers=auth)
     assert resp.status_code == 200, resp.text
@@ -315,3 +332,33 @@ async def test_segment_on_a_run_without_segments_is_a_422(client, auth, seeded) 
     assert "no segment codes" in body["detail"] and "SEGMENT" in body["detail"]
     page = await client.get(f"/sae-runs/{seeded.run_id}/search?q={quote('SEGMENT(F2)')}", headers=auth)
     assert page.status_code == 422 and "no segment codes" in page.text
+
+
+NOTE = ("MOTIVO DELLA VISITA: tosse da 3 giorni.\n\nIndagini:\nTest RSV non eseguito.\n\nConclusione diagnostica\n"
+        "Sospetta bronchiolite acuta.\n\nTerapia impostata:\nAerosol con soluzione ipertonica 3%.\n")
+
+
+@pytest.mark.parametrize("header_lines", [0, 1, 6])
+def test_the_excerpt_keeps_at_most_two_line_breaks_before_the_segment(header_lines: int) -> None:
+    from gateway.search.results import EXCERPT_LINES_BEFORE, SegmentHit, excerpt_around
+
+    text = "Visita.\n" * header_lines + NOTE
+    begin = text.index("Sospetta")
+    segment = SegmentHit(index=0, start=begin, end=text.index("\n", begin))
+    start, excerpt = excerpt_around(text, segment)
+    before = text[start:segment.start]
+    assert excerpt == text[start:start + len(excerpt)] and segment.end - start <= len(excerpt)
+    assert before.count("\n") <= EXCERPT_LINES_BEFORE and not before.startswith("\n")
+    assert before == "Conclusione diagnostica\n"  # the line that says what the segment is
+    # a segment among the first lines: the excerpt starts with the note
+    first = SegmentHit(index=0, start=0, end=text.index("\n"))
+    assert excerpt_around(text, first) == (0, text[:len(excerpt_around(text, first)[1])])
+
+
+def test_the_excerpt_starts_at_a_word() -> None:
+    from gateway.search.results import SegmentHit, excerpt_around
+
+    text = "Anamnesi muta. " * 20 + "Parametri vitali: FC 122, FR 45/min, Sat O2 92%, TC 36,7. Si pone diagnosi di bronchiolite."
+    begin = text.index("Si pone")
+    start, excerpt = excerpt_around(text, SegmentHit(index=0, start=begin, end=len(text)))
+    assert 0 < start < begin and text[start - 1] == " " and excerpt.endswith("bronchiolite.")
