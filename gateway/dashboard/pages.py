@@ -181,10 +181,11 @@ def embedding_run_page(request: Request, run_id: int, session: SessionDep, _: Cu
     ds = dataset_repo.get_dataset(session, dataset_id=run.dataset_id)
     job = job_repo.get_job(session, job_id=run.job_id) if run.job_id else None
     hist = (run.result or {}).get("chunks_per_doc_histogram", {})
+    unit = "segments" if (run.spec or {}).get("document_vectors") == "segments" else "chunks"  # its chunks then
     chart = bar_chart_svg(
         # Every bin from 1 to the longest document, empty ones included, so the shape is honest.
         [Bar(str(k), hist.get(str(k), 0)) for k in range(1, max(map(int, hist), default=0) + 1)],
-        title="Documents by number of chunks", x_label="chunks per document", y_label="documents",
+        title=f"Documents by number of {unit}", x_label=f"{unit} per document", y_label="documents",
     )
     ctx = {"run": run, "dataset": ds, "job": to_out(job) if job else None, "chart": Markup(chart),
            "sae_runs": run_repo.list_sae_runs(session, embedding_run_id=run.id),

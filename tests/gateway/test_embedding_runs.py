@@ -80,6 +80,8 @@ async def test_documents_from_their_segments_through_the_api(app, client, auth) 
     assert run["n_chunks"] == run["result"]["n_segments"]  # a document's chunks are its segments
     page = await client.get(f"/embedding-runs/{run['id']}", headers=auth)
     assert "Document vectors" in page.text and "the mean of each document's segment vectors" in page.text
+    assert "Segments per document" in page.text and "segments per document</text>" in page.text
+    assert "Chunks per document" not in page.text  # its chunks are its segments: the histogram counts those
     again = await client.post("/api/v1/embedding-runs", json=body, headers=auth)
     assert again.status_code == 200 and again.json()["id"] == run["id"]
     encoded = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "segments": True}, headers=auth)
@@ -88,6 +90,7 @@ async def test_documents_from_their_segments_through_the_api(app, client, auth) 
     assert done["status"] == "succeeded", done
     plain = (await client.get(f"/embedding-runs/{done['id']}", headers=auth)).text
     assert "Document vectors" not in plain
+    assert "Chunks per document" in plain and "Segments per document" not in plain
 
 
 def test_cli_embeds_with_segments_and_refuses_by_name(tmp_path, prisma_cli) -> None:  # noqa: ANN001
