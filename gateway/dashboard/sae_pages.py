@@ -33,6 +33,9 @@ from gateway.services import ServiceError, ServiceUnavailable
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
 FEATURES_PER_PAGE = 50
 FAMILIES_PER_PAGE = 40
+# a family opens by itself (the three largest of the first page) only up to this size: iteration 0's largest is
+# often the densest feature's tree holding most features (the demo's 1,403 of 3,072), a page 34,000 pixels long
+FAMILY_OPEN_MAX = 100
 
 
 def sae_run_or_404(session: SessionDep, run_id: int) -> SaeRun:
@@ -212,6 +215,7 @@ def families_page(
             for i, (f, best) in found.items()}
     ctx = {**crumbs(session, run), "families": [{"family": f, "tree": family_tree(members[f.id])} for f in fams],
            "iterations": sorted(counts), "iteration": iteration, "info": info, "open_family": family,
+           "open_max": FAMILY_OPEN_MAX,
            "pager": Pager(offset=offset, limit=FAMILIES_PER_PAGE, total=counts.get(iteration, 0))}
     return render(request, "pages/families.html", ctx)
 

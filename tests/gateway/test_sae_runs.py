@@ -3,6 +3,9 @@ neighbours, families, a sweep in one request, and bad configs refused with the f
 
 from __future__ import annotations
 
+import importlib
+import re
+
 import pytest
 
 from gateway.demo.corpus import generate_notes
@@ -32,7 +35,7 @@ async def embedding_run(client, auth) -> dict:  # noqa: ANN001
     return done
 
 
-async def test_sae_run_features_and_families(client, auth, embedding_run) -> None:  # noqa: ANN001
+async def test_sae_run_features_and_families(client, auth, embedding_run, monkeypatch) -> None:  # noqa: ANN001
     resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": embedding_run["id"], "config": SMALL},
                              headers=auth)
     assert resp.status_code == 202, resp.text
@@ -64,6 +67,19 @@ async def test_sae_run_features_and_families(client, auth, embedding_run) -> Non
         assert fam["size"] == len(fam["members"])
         indices = {m["index"] for m in fam["members"]}
         assert all(m["parent_index"] in indices for m in fam["members"][1:])
+
+    # the page opens the three largest families by themselves, unless one is too large to read at a glance
+    largest = max((f for f in families if f["iteration"] == 0), key=lambda f: f["size"])
+    assert largest["size"] > 2
+    opened = re.compile(r'<li class="tree" id="family-(\d+)">\s*<details (open)?>')
+    page_html = (await client.get(f"/sae-runs/{run['id']}/families", headers=auth)).text
+    assert dict(opened.findall(page_html))[str(largest["id"])] == "open"
+    sae_pages = importlib.import_module("gateway.dashboard.sae_pages")  # the package's `sae_pages` is its router
+    monkeypatch.setattr(sae_pages, "FAMILY_OPEN_MAX", largest["size"] - 1)
+    page_html = (await client.get(f"/sae-runs/{run['id']}/families", headers=auth)).text
+    assert dict(opened.findall(page_html))[str(largest["id"])] == ""
+    page_html = (await client.get(f"/sae-runs/{run['id']}/families?family={largest['id']}", headers=auth)).text
+    assert dict(opened.findall(page_html))[str(largest["id"])] == "open"  # asked for by a feature's link
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the features test covers PostgreSQL
