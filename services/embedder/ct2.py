@@ -7,6 +7,10 @@ the whole pass gained 1.3x over fp32; CTranslate2 runs the whole layer in C++ (f
 padding removed, int8 products with per-row activation scales) and measured 1.37x faster than that
 path with a smaller error (bench/results/embed.json). Its activations are quantised per row, as
 ours are, so a text's vector does not depend on the texts batched with it (tested bit for bit).
+It runs one batch per CPU thread side by side (`inter_threads`, one `intra_threads` each;
+`encoder.in_order` keeps that many in flight): on two cores 1.26x (notes) and 1.31x (clauses) the
+tokens/s of one batch at a time on two intra-op threads, the same vectors bit for bit whatever the
+thread count.
 
 The converted directory lives in the model cache (`PRISMA_MODEL_CACHE`), keyed by the source
 directory's files (name, size, modification time) and CTranslate2's version; it is written once,
@@ -100,8 +104,17 @@ class Ct2Encoder:
         import ctranslate2
 
         self.directory, self.config, self.threads = directory, config, threads
+        #: batches the encoder runs side by side, one thread each (`encoder.in_order` feeds them): on 2 cores two
+        #: one-thread batches ran 1.2-1.4x the tokens/s of one two-thread batch (CTranslate2's intra-op threads
+        #: split each product and sync at every one; whole batches need no sync), and a text's vector no longer
+        #: depends on the thread count (one thread computes every batch)
+        self.parallel_batches = max(1, threads)
+        torch_threads = torch.get_num_threads()
         self.encoder = ctranslate2.Encoder(str(directory), device="cpu", compute_type=COMPUTE_TYPE,
-                                           intra_threads=threads, inter_threads=1)
+                                           intra_threads=1, inter_threads=self.parallel_batches)
+        # CTranslate2 sets the calling thread's OpenMP threads to its intra_threads, torch's among them: left at
+        # 1, every torch product after it in this process (fp32 models, pooling, the SAE) ran on one core
+        torch.set_num_threads(torch_threads)
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_: object) -> SimpleNamespace:
         import ctranslate2
@@ -114,7 +127,7 @@ class Ct2Encoder:
         return SimpleNamespace(last_hidden_state=hidden)
 
     def __repr__(self) -> str:
-        return f"Ct2Encoder({self.directory.name}, {COMPUTE_TYPE}, threads={self.threads})"
+        return f"Ct2Encoder({self.directory.name}, {COMPUTE_TYPE}, {self.parallel_batches} batches x 1 thread)"
 
 
 def load_ct2(model_dir: Path, config: object, cache_root: Path, *, threads: int) -> Ct2Encoder:

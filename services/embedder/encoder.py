@@ -3,7 +3,7 @@
 One fast-tokenizer call for all texts (no special tokens), chunks planned with numpy,
 chunks of all documents packed into token-budget batches of one padded width (a function
 of each chunk's own length, so a text's vector does not depend on its batch), one forward
-pass per batch under `inference_mode`, mean (or CLS) pooling per chunk, chunk vectors
+pass per batch under `inference_mode` (several side by side on an engine that runs them so: `in_order`), mean (or CLS) pooling per chunk, chunk vectors
 averaged per document, then optionally unit-normalised.
 
 A sentence-transformers model directory (`modules.json`) is embedded faithfully per chunk:
@@ -16,9 +16,11 @@ the model's own Pooling module; 'mean_content' or 'cls' replace that Pooling mod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -28,6 +30,8 @@ from services.embedder.errors import EmbedderInputError, RunCancelledError
 from services.embedder.models import LoadedModel, default_threads
 from services.embedder.st_modules import st_pool
 
+T = TypeVar("T")
+R = TypeVar("R")
 CPU_BATCH_TOKENS = 8192
 GPU_BATCH_TOKENS = 65536
 
@@ -163,27 +167,52 @@ def forward_chunks(
     out = torch.empty(len(seq_lengths), lm.dim, dtype=torch.float32, device=lm.device)  # [C, d]
     total, done = int(seq_lengths.sum()), 0
     cuda = lm.device.type == "cuda"
+
+    @torch.inference_mode()  # per thread: the batches may run in the engine's worker threads
+    def forward(idx: np.ndarray) -> tuple[np.ndarray, torch.Tensor]:
+        if should_stop is not None and should_stop():
+            raise RunCancelledError("stopped on request")
+        batch = build_batch(lm, tok, plan, idx, pooling, seq_width=int(widths[idx[0]]))
+        if cuda:  # pinned host memory: the copy overlaps the previous batch's kernels
+            batch = Batch(*(t.pin_memory().to(lm.device, non_blocking=True) for t in batch))
+        hidden = lm.model(  # [B, L, d]
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask
+        ).last_hidden_state
+        if pooling == "model":
+            pooled = st_pool(hidden, batch.attention_mask, lm.st.pooling_modes)  # type: ignore[union-attr]
+        else:
+            pooled = pool_chunks(hidden, batch.pool_weights, pooling)
+        return idx, (lm.st.apply(pooled) if lm.st is not None else pooled)
+
     with torch.inference_mode():
-        for idx in batches:
-            if should_stop is not None and should_stop():
-                raise RunCancelledError("stopped on request")
-            batch = build_batch(lm, tok, plan, idx, pooling, seq_width=int(widths[idx[0]]))
-            if cuda:  # pinned host memory: the copy overlaps the previous batch's kernels
-                batch = Batch(*(t.pin_memory().to(lm.device, non_blocking=True) for t in batch))
-            hidden = lm.model(  # [B, L, d]
-                input_ids=batch.input_ids, attention_mask=batch.attention_mask
-            ).last_hidden_state
-            if pooling == "model":
-                pooled = st_pool(hidden, batch.attention_mask, lm.st.pooling_modes)  # type: ignore[union-attr]
-            else:
-                pooled = pool_chunks(hidden, batch.pool_weights, pooling)
-            if lm.st is not None:
-                pooled = lm.st.apply(pooled)
+        for idx, pooled in in_order(forward, batches, workers=getattr(lm.model, "parallel_batches", 1)):
             out[torch.from_numpy(idx).to(lm.device)] = pooled
             done += int(seq_lengths[idx].sum())
             if on_tokens is not None:
                 on_tokens(done, total)
     return out.cpu().numpy()
+
+
+def in_order(run: Callable[[T], R], items: Iterable[T], *, workers: int) -> Iterator[R]:
+    """`run(item)` for each item, the results in the items' order. With `workers` > 1, up to that many run at
+    once in threads (for an engine that releases the GIL and runs several batches side by side: CTranslate2's
+    `inter_threads`), at most 2 x workers started ahead of the one read; the rest are cancelled when the reader
+    stops (an exception in `run`, raised where its result is read, or the reader's own)."""
+    if workers <= 1:
+        yield from map(run, items)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="embed-batch") as pool:
+        pending: deque[Future[R]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(run, item))
+                if len(pending) >= 2 * workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def effective_pooling(lm: LoadedModel, pooling: str) -> str:

@@ -98,3 +98,25 @@ def test_an_unknown_engine_is_refused_by_name(tmp_path: Path) -> None:
 
     with pytest.raises(EmbedderInputError, match="int8 engine 'onnx'"):
         int8_encoder(tiny_roberta(tmp_path / "r"), tmp_path / "r", None, engine="onnx", only_if_close=False, threads=1)
+
+
+def test_batches_run_side_by_side_and_a_vector_does_not_depend_on_the_threads(e5_ct2: LoadedModel) -> None:
+    two = ModelCache(device="cpu", precision="int8", default_model="default", threads=2).get(None)
+    assert two.model.parallel_batches == 2 and e5_ct2.model.parallel_batches == 1
+    texts = TEXTS * 4  # with 64 tokens a batch: a dozen batches, two at a time on `two`
+    seen: list[int] = []
+    side_by_side = embed_texts(two, texts, batch_tokens=64, on_tokens=lambda done, total: seen.append(done))
+    one_by_one = embed_texts(e5_ct2, texts, batch_tokens=64)
+    np.testing.assert_array_equal(side_by_side.chunks.vectors, one_by_one.chunks.vectors)
+    np.testing.assert_array_equal(side_by_side.vectors, one_by_one.vectors)
+    assert len(seen) > 4 and seen == sorted(seen) and seen[-1] == int(side_by_side.n_tokens.sum())
+
+
+def test_loading_the_engine_leaves_torch_its_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        ModelCache(device="cpu", precision="int8", default_model="default", threads=2).get(None)
+        assert torch.get_num_threads() == 2  # CTranslate2's one thread per batch is its own, not torch's
+    finally:
+        torch.set_num_threads(before)

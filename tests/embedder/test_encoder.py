@@ -163,3 +163,26 @@ def test_text_alone_gets_bit_for_bit_its_vector_in_any_batch(lm: LoadedModel, bf
         np.testing.assert_array_equal(together.vectors[len(others)], alone)
     two_chunks = embed_texts(model, [others[-1]]).vectors[0]
     np.testing.assert_array_equal(embed_texts(model, [target, *others]).vectors[-1], two_chunks)
+
+
+def test_in_order_keeps_the_order_starts_a_bounded_few_ahead_and_stops_at_an_error() -> None:
+    import random
+    import time
+
+    from services.embedder.encoder import in_order
+
+    started: list[int] = []
+
+    def run(i: int) -> int:
+        started.append(i)
+        time.sleep(random.Random(i).random() / 200)  # finishing out of order
+        if i == 7:
+            raise ValueError(i)
+        return i * i
+
+    results = in_order(run, range(100), workers=3)
+    assert [next(results) for _ in range(7)] == [i * i for i in range(7)]
+    with pytest.raises(ValueError):
+        next(results)
+    assert max(started) < 7 + 2 * 3  # the other batches were never started
+    assert list(in_order(lambda i: -i, range(5), workers=1)) == [0, -1, -2, -3, -4]
