@@ -3,8 +3,9 @@
 One fast-tokenizer call for all texts (no special tokens), chunks planned with numpy,
 chunks of all documents packed into token-budget batches of one padded width (a function
 of each chunk's own length, so a text's vector does not depend on its batch), one forward
-pass per batch under `inference_mode` (several side by side on an engine that runs them so: `in_order`), mean (or CLS) pooling per chunk, chunk vectors
-averaged per document, then optionally unit-normalised.
+pass per batch under `inference_mode` (several side by side on an engine that runs them so:
+`in_order`), mean (or CLS) pooling per chunk, chunk vectors averaged per document, then
+optionally unit-normalised.
 
 A sentence-transformers model directory (`modules.json`) is embedded faithfully per chunk:
 its Pooling module's mode(s), then its Dense modules, then Normalize if listed, exactly as

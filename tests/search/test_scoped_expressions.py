@@ -358,7 +358,8 @@ def test_the_excerpt_keeps_at_most_two_line_breaks_before_the_segment(header_lin
 def test_the_excerpt_starts_at_a_word() -> None:
     from gateway.search.results import SegmentHit, excerpt_around
 
-    text = "Anamnesi muta. " * 20 + "Parametri vitali: FC 122, FR 45/min, Sat O2 92%, TC 36,7. Si pone diagnosi di bronchiolite."
+    text = ("Anamnesi muta. " * 20 + "Parametri vitali: FC 122, FR 45/min, Sat O2 92%, TC 36,7. "
+            "Si pone diagnosi di bronchiolite.")
     begin = text.index("Si pone")
     start, excerpt = excerpt_around(text, SegmentHit(index=0, start=begin, end=len(text)))
     assert 0 < start < begin and text[start - 1] == " " and excerpt.endswith("bronchiolite.")
