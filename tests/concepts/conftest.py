@@ -85,8 +85,8 @@ async def labelled_run(app, client, auth) -> LabelledRun:  # noqa: ANN001
 
 
 def tuned_tfidf_predictions(train_texts: list[str], y_train, test_texts: list[str]):  # noqa: ANN001, ANN201
-    """TF-IDF 1-2-grams (words, `?`, `[`, `]`) + balanced logistic regression with C by stratified 3-fold CV on F1 among 0.1 to 1000,
-    written here from scikit-learn's documentation: (held-out predictions, the C chosen)."""
+    """TF-IDF 1-2-grams (words, `?`, `[`, `]`) + balanced logistic regression with C by stratified 3-fold CV on F1
+    among 0.1 to 1000, written here from scikit-learn's documentation: (held-out predictions, the C chosen)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, StratifiedKFold

@@ -46,14 +46,14 @@ SCOPED_NAME = "Confirmed bronchiolitis (probe on its clauses)"
 SCOPE_WORDS = ["bronchiolit"]
 TOPIC_WORDS = ("bronchiolit",)
 HEDGE_WORDS = ("sospett", "?", "esclus", "possibil", "probabil", "pregress")
+"""What a clinician types into the label search: the words of bench/status_expression.py's USER_WORDS["demo"]
+(its regex with cues); "?" finds no name (the search reads words)."""
 _CUE = "(?:" + "|".join(regex.escape(w) for w in HEDGE_WORDS) + ")"
 CUES_REGEX = rf"(?<!{_CUE}[^.\n]{{0,40}})bronchiolit\w*(?![^.\n]{{0,25}}{_CUE})"
 """The user's own rule beside the demo's concepts: a mention of bronchiolitis with none of the hedge words in the
 40 characters before it or the 25 after, within its sentence. The rule of bench/status.py's `regex_cues` for the
 demo written as one pattern (`regex`'s variable-length look-behind): the same verdict on all 2,000 demo notes."""
 EXAMPLES = Examples(labels=LabelClasses(positive=[CONFIRMED]), words_regex=CUES_REGEX)
-"""What a clinician types into the label search: the words of bench/status_expression.py's USER_WORDS["demo"]
-(its regex with cues); "?" finds no name (the search reads words)."""
 SEARCH_LIMIT = 20
 """Results of one label search read (the search page's page size)."""
 

@@ -106,7 +106,8 @@ async def import_sae_run(app_state: Any, *, zip_path: Path, filename: str | None
         with session_scope(app_state.factory) as session:
             run = SaeRun(embedding_run_id=embedding_run_id, status="queued", d=d, n_latents=cfg["num_latents"],
                          k=cfg["k"], imported=True, source=(filename or "upload.zip")[:300],
-                         config={"sae": SaeConfig().resolved(False).model_dump(mode="json"), "stats": body.stats.model_dump(mode="json"),
+                         config={"sae": SaeConfig().resolved(False).model_dump(mode="json"),
+                                 "stats": body.stats.model_dump(mode="json"),
                                  "families": body.families.model_dump(mode="json"), "imported_cfg": cfg})
             session.add(run)
             session.flush()
