@@ -85,6 +85,9 @@ class DocumentHit(BaseModel):
     labels: list[str] = Field(default_factory=list)
     features: list[FeatureHit] = Field(
         default_factory=list, description="The expression's (or query's) features active in this document.")
+    segment_features: list[FeatureHit] | None = Field(
+        default=None, description="expression, when it matched through `segment`: the expression's features "
+        "active in that segment, with their activation there (what SEGMENT(…) read); else None.")
 
 
 class ExpressionResult(BaseModel):

@@ -133,7 +133,7 @@ def sparkline(counts: list[int], width: int = 80, height: int = 18) -> Markup:
 @router.get("/sae-runs/{run_id}/features", response_class=HTMLResponse)
 def features_page(
     request: Request, run_id: int, session: SessionDep,
-    sort: Annotated[str, Query(pattern="^(index|density|max_activation|mean_activation|score)$")] = "density",
+    sort: Annotated[str, Query(pattern="^(index|density|max_activation|mean_activation|score)$")] = "score",
     offset: Annotated[int, Query(ge=0)] = 0, q: Annotated[str, Query(max_length=200)] = "",
     reliability: Annotated[str, Query(pattern="^(|reliable|unreliable|unnamed)$")] = "",
 ) -> Response:

@@ -91,24 +91,44 @@ def excerpt_around(text: str, segment: SegmentHit | None) -> tuple[int, str]:
     return start, text[start:start + EXCERPT_CHARS]
 
 
+def segment_activations(space: SearchSpace, matched: np.ndarray | None, features: Sequence[int],
+                        positions: np.ndarray) -> np.ndarray | None:
+    """float32 [len(positions), len(features)]: each feature's activation in the segment each document
+    matched through (zeros where it matched through none), or None when the match read no segment."""
+    segments = space.segment_codes() if matched is not None else None
+    if matched is None or segments is None:
+        return None
+    rows = matched[positions]
+    acts = activations_at(segments.codes, features, np.maximum(rows, 0))
+    acts[rows < 0] = 0
+    return acts
+
+
 def document_hits(session: Session, *, dataset_id: int, positions: np.ndarray, scores: Sequence[float],
                   features: Sequence[int], acts: np.ndarray, names: dict[int, tuple[str | None, bool | None]],
-                  segments: Sequence[SegmentHit | None] | None = None) -> list[DocumentHit]:
+                  segments: Sequence[SegmentHit | None] | None = None,
+                  segment_acts: np.ndarray | None = None) -> list[DocumentHit]:
     """One hit per position (in the given order) with the given features active in it, strongest
-    first, and the segment it matched through (its excerpt then shows that segment)."""
+    first, and the segment it matched through (its excerpt then shows that segment) with the features
+    active in that segment (`segment_acts`, the rows of segment_activations)."""
     docs = repo.documents_at(session, dataset_id=dataset_id, positions=[int(p) for p in positions])
     segments = segments if segments is not None else [None] * len(positions)
+
+    def named(values: np.ndarray) -> list[FeatureHit]:
+        active = sorted(((features[j], float(values[j])) for j in range(len(features)) if values[j] != 0),
+                        key=lambda fa: -fa[1])
+        return [FeatureHit(index=f, activation=a, label=names.get(f, (None, None))[0],
+                           reliable=names.get(f, (None, None))[1]) for f, a in active]
+
     hits = []
     for row, (pos, score) in enumerate(zip(positions.tolist(), scores)):
         doc = docs.get(pos)
-        active = sorted(((features[j], float(acts[row, j])) for j in range(len(features)) if acts[row, j] != 0),
-                        key=lambda fa: -fa[1])
         start, excerpt = excerpt_around(doc.text, segments[row]) if doc else (0, "")
+        in_segment = (named(segment_acts[row]) if segment_acts is not None and segments[row] is not None
+                      else None)
         hits.append(DocumentHit(
             position=pos, document_id=doc.id if doc else None, external_id=doc.external_id if doc else None,
             score=float(score), excerpt=excerpt, excerpt_start=start, segment=segments[row],
-            labels=list(doc.labels) if doc else [],
-            features=[FeatureHit(index=f, activation=a, label=names.get(f, (None, None))[0],
-                                 reliable=names.get(f, (None, None))[1]) for f, a in active],
+            labels=list(doc.labels) if doc else [], features=named(acts[row]), segment_features=in_segment,
         ))
     return hits

@@ -48,8 +48,9 @@ def test_train_and_explore_an_sae(page, demo) -> None:  # noqa: ANN001
     page.wait_for_url(re.compile(r"/sae-runs/\d+/features$"))
     rows = page.locator("#features tbody tr")
     assert rows.count() == 50
+    assert page.locator(".sorts [aria-current]").inner_text() == "name score"  # by name first, the best named on top
     densities = [float(rows.nth(i).locator("td").nth(2).inner_text().rstrip("%")) for i in range(5)]
-    assert densities == sorted(densities, reverse=True)
+    assert densities == sorted(densities, reverse=True)  # nothing named yet: the densest first
     shot(page, "features")
     page.get_by_role("link", name="max activation").click()
     page.wait_for_url(re.compile(r"sort=max_activation"))

@@ -55,6 +55,10 @@ async def test_name_the_features_of_an_sae_run(client, auth, embedding_run) -> N
     by_score = (await client.get(f"/api/v1/sae-runs/{run['id']}/features?sort=score&limit=500", headers=auth)).json()
     keys = [(f["reliable"] is not True, -f["score"]) for f in by_score["items"] if f["score"] is not None]
     assert keys == sorted(keys) and len(keys) == len(named)  # reliable names first, each kind best first
+    scored = [f["score"] is not None for f in by_score["items"]]
+    assert scored == sorted(scored, reverse=True)  # the features without a scored name last,
+    unscored = [f["density"] for f in by_score["items"] if f["score"] is None]
+    assert len(unscored) >= 2 and unscored == sorted(unscored, reverse=True)  # the densest of them first
     first = named[0]
     interps = (await client.get(f"/api/v1/sae-runs/{run['id']}/features/{first['index']}/interpretations",
                                 headers=auth)).json()

@@ -285,6 +285,31 @@ async def test_the_api_points_at_the_matched_segment(client, auth, segmented) ->
 
 
 @pytest.mark.anyio
+async def test_a_hit_shows_what_its_segment_held(client, auth, segmented) -> None:  # noqa: ANN001
+    # F1 lives in the odd segments only: SEGMENT(F0 AND NOT F1) matches through the even segment, where F1 is
+    # silent, even in a document where F1 fires; the hit says so, and keeps the document's own activations
+    dense = segmented.codes.toarray()
+    items = (await post(client, auth, segmented.run_id, "SEGMENT(F0 AND NOT F1)", limit=200)).json()["items"]
+    assert {d["position"] for d in items} == set(np.flatnonzero(dense[:, 0] > 0).tolist())
+    both = [d for d in items if dense[d["position"], 1] > 0]
+    assert both
+    for d in items:
+        assert [(f["index"], f["activation"]) for f in d["segment_features"]] == [(0, pytest.approx(
+            dense[d["position"], 0]))]
+    for d in both:
+        assert {f["index"] for f in d["features"]} == {0, 1}  # in the document, not in the matched segment
+    plain = (await post(client, auth, segmented.run_id, "F0 AND NOT F1")).json()["items"]
+    assert plain and all(d["segment_features"] is None for d in plain)  # no SEGMENT: no segment read
+    page = await client.get(f"/sae-runs/{segmented.run_id}/search?q={quote('SEGMENT(F0 AND NOT F1)')}&limit=200",
+                            headers=auth)
+    cells = re.findall(r'<td class="matching">(.*?)</td>', page.text, re.S)
+    assert len(cells) == min(len(items), 20)
+    elsewhere = [c for c in cells if "elsewhere in the document" in c]
+    assert elsewhere and all('<a href="/sae-runs/' in c.split("elsewhere in the document")[1] for c in elsewhere)
+    assert all(">F1<" not in c.split("elsewhere")[0] for c in cells)  # F1 never shown as held by the segment
+
+
+@pytest.mark.anyio
 async def test_a_far_segment_moves_the_excerpt(client, auth, segmented) -> None:  # noqa: ANN001
     items = (await post(client, auth, segmented.run_id, "SEGMENT(F1)", limit=200)).json()["items"]
     odd = [d for d in items if d["position"] % 2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import case, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from gateway.domain.features.models import Family, FamilyMember, Feature, Interpretation
@@ -16,8 +16,9 @@ SORTS = {
     "max_activation": (Feature.max_activation.desc(),),
     "mean_activation": (Feature.mean_activation.desc(),),
     # reliable names first (a perfect score on 3 held-out documents is not one), then the best
-    # interpretation's held-out score; unnamed and unscored features last
-    "score": (Interpretation.reliable.desc().nulls_last(), Interpretation.score.desc().nulls_last()),
+    # interpretation's held-out score; unnamed and unscored features last, densest first
+    "score": (Interpretation.reliable.desc().nulls_last(), Interpretation.score.desc().nulls_last(),
+              case((Interpretation.score.is_(None), Feature.density)).desc()),
 }
 
 
