@@ -61,13 +61,20 @@ def feature_labels(session: Session, *, sae_run_id: int, indices: Sequence[int])
     return names
 
 
-def segment_hits(space: SearchSpace, matched: np.ndarray | None, positions: np.ndarray) -> list[SegmentHit | None]:
-    """Per position, the segment its match came through (`matched`: Match.segment), None where none."""
+def matched_segments(space: SearchSpace, matched: np.ndarray | None, features: Sequence[int],
+                     positions: np.ndarray) -> tuple[list[SegmentHit | None], np.ndarray | None]:
+    """Per position, the segment its match came through (`matched`: Match.segment; None where none), and
+    float32 [len(positions), len(features)]: each feature's activation in that segment (zeros where there is
+    none), or None when the match read no segment."""
     segments = space.segment_codes() if matched is not None else None
     if matched is None or segments is None:
-        return [None] * len(positions)
-    return [None if s < 0 else SegmentHit(index=s, start=int(segments.spans[s, 0]), end=int(segments.spans[s, 1]))
-            for s in matched[positions].tolist()]
+        return [None] * len(positions), None
+    rows = matched[positions]
+    hits = [None if s < 0 else SegmentHit(index=s, start=int(segments.spans[s, 0]), end=int(segments.spans[s, 1]))
+            for s in rows.tolist()]
+    acts = activations_at(segments.codes, features, np.maximum(rows, 0))
+    acts[rows < 0] = 0
+    return hits, acts
 
 
 def excerpt_around(text: str, segment: SegmentHit | None) -> tuple[int, str]:
@@ -91,26 +98,13 @@ def excerpt_around(text: str, segment: SegmentHit | None) -> tuple[int, str]:
     return start, text[start:start + EXCERPT_CHARS]
 
 
-def segment_activations(space: SearchSpace, matched: np.ndarray | None, features: Sequence[int],
-                        positions: np.ndarray) -> np.ndarray | None:
-    """float32 [len(positions), len(features)]: each feature's activation in the segment each document
-    matched through (zeros where it matched through none), or None when the match read no segment."""
-    segments = space.segment_codes() if matched is not None else None
-    if matched is None or segments is None:
-        return None
-    rows = matched[positions]
-    acts = activations_at(segments.codes, features, np.maximum(rows, 0))
-    acts[rows < 0] = 0
-    return acts
-
-
 def document_hits(session: Session, *, dataset_id: int, positions: np.ndarray, scores: Sequence[float],
                   features: Sequence[int], acts: np.ndarray, names: dict[int, tuple[str | None, bool | None]],
                   segments: Sequence[SegmentHit | None] | None = None,
                   segment_acts: np.ndarray | None = None) -> list[DocumentHit]:
     """One hit per position (in the given order) with the given features active in it, strongest
     first, and the segment it matched through (its excerpt then shows that segment) with the features
-    active in that segment (`segment_acts`, the rows of segment_activations)."""
+    active in that segment (`segment_acts`, as matched_segments gives them)."""
     docs = repo.documents_at(session, dataset_id=dataset_id, positions=[int(p) for p in positions])
     segments = segments if segments is not None else [None] * len(positions)
 

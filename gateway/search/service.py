@@ -34,8 +34,8 @@ from gateway.domain.runs.query_model import query_embedding
 from gateway.search import labels as label_search
 from gateway.search import segment_rank, text_index
 from gateway.search.expressions import evaluate
-from gateway.search.results import (activations_at, document_hits, feature_labels, page_by_score,
-                                    segment_activations, segment_hits)
+from gateway.search.results import (activations_at, document_hits, feature_labels, matched_segments,
+                                    page_by_score)
 from gateway.search.label_rank import LabelEntry, rank_labels
 from gateway.search.space import codes_or_none, load_search_space
 
@@ -69,10 +69,10 @@ def expression_search(state: Any, run_id: int, body: ExpressionSearch, session: 
         page = page_by_score(positions, match.score[positions], offset=body.offset, limit=body.limit)
         names = feature_labels(db, sae_run_id=run.id, indices=match.features)
         acts = activations_at(space.codes, match.features, page)
+        segments, segment_acts = matched_segments(space, match.segment, match.features, page)
         items = document_hits(db, dataset_id=emb.dataset_id, positions=page, scores=match.score[page].tolist(),
-                              features=match.features, acts=acts, names=names,
-                              segments=segment_hits(space, match.segment, page),
-                              segment_acts=segment_activations(space, match.segment, match.features, page))
+                              features=match.features, acts=acts, names=names, segments=segments,
+                              segment_acts=segment_acts)
     return ExpressionResult(
         expression=body.expression, total=len(positions), limit=body.limit, offset=body.offset,
         features=[FeatureHit(index=f, label=names[f][0], reliable=names[f][1]) for f in match.features],
