@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -17,7 +18,43 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PRISMA = str(Path(sys.executable).parent / "prisma")
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
+    """A loopback port that is free now and that the kernel will not hand out meanwhile.
+
+    A port bound to 0 comes from the ephemeral range, which every outgoing connection draws from
+    too (Postgres, Redis, HTTP clients of every xdist worker): between this call and the server's
+    own bind one of them took it once (`address already in use`). So ports come from below that
+    range, each xdist worker from its own slice of it, never the same twice in a process, and are
+    checked by binding.
+    """
+    low, _ = _ephemeral_range()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() else 0
+    start = max(1024, low - 12_000)
+    slice_size = 1_000
+    base = start + (index % 12) * slice_size
+    for _ in range(200):
+        port = base + random.randrange(slice_size)
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
