@@ -158,3 +158,39 @@ class SearchErrorOut(BaseModel):
     index: int | None = Field(default=None, description="A feature index out of range.")
     n_features: int | None = None
     candidates: list[Candidate] = Field(default_factory=list, description="Features an unknown label could mean.")
+
+
+class ReadFeature(FeatureHit):
+    """A feature active in a document or segment, as the document view lists it."""
+
+    selected: bool | None = Field(
+        default=None, description='Whether label:"…" selects it here: the activation reaches its shown name\'s '
+        "threshold (any activation where the name has none); None where it is not named.")
+
+
+class SegmentFeatures(BaseModel):
+    """One segment (clause or sentence) of a document with the features active in it, strongest first."""
+
+    index: int = Field(description="The segment's row among the run's segments (the SAE run's segment codes' row).")
+    start: int = Field(description="Its first character in the document's text (0-based).")
+    end: int = Field(description="One past its last character.")
+    n_active: int = Field(description="Features active in the segment (at most the SAE's k).")
+    features: list[ReadFeature] = Field(description="The strongest `per_segment` of them.")
+
+
+class DocumentFeatures(BaseModel):
+    """`GET /api/v1/sae-runs/{id}/documents/{document_id}`: one document as the SAE run reads it."""
+
+    sae_run_id: int
+    document_id: int
+    position: int = Field(description="0-based position in the dataset: the document's row of the run's codes.")
+    external_id: str | None
+    text: str
+    labels: list[str]
+    n_active: int = Field(description="Features active in the document.")
+    features: list[ReadFeature] = Field(description="The document's strongest `limit` features (its own codes; in a "
+                                       "run with segments, each the max over its segments).")
+    n_segments: int | None = Field(description="The document's segments; None when the run has no segment codes.")
+    segment_offset: int = Field(default=0, description="The first segment listed (segments are paged).")
+    segments: list[SegmentFeatures] | None = Field(
+        description="A page of its segments in order, each with its features; None when the run has no segment codes.")

@@ -18,25 +18,30 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from contracts.search import (
+    DocumentFeatures,
     ExpressionResult,
     ExpressionSearch,
     FeatureHit,
     LabelHit,
     LabelResult,
     LabelSearch,
+    ReadFeature,
+    SegmentFeatures,
     SegmentHit,
     TextResult,
     TextSearch,
 )
 from gateway.db import session_scope
+from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.query_model import query_embedding
 from gateway.search import labels as label_search
 from gateway.search import segment_rank, text_index
+from gateway.search.document_view import read_document
 from gateway.search.expressions import evaluate
 from gateway.search.results import (activations_at, document_hits, feature_labels, matched_segments,
                                     page_by_score)
-from gateway.search.label_rank import LabelEntry, rank_labels
+from gateway.search.label_rank import LabelEntry, rank_labels, selected
 from gateway.search.space import codes_or_none, load_search_space
 
 
@@ -187,3 +192,38 @@ async def label_query(state: Any, run_id: int, body: LabelSearch, session: Sessi
                       notes=notes.get(f.index)) for f, i, score in rows]
     return LabelResult(query=body.query, method=body.method, total=total, limit=body.limit, offset=body.offset,
                        items=items)
+
+
+class DocumentNotInRun(LookupError):
+    """The document is not one of the SAE run's dataset (→ 404, as for an id that does not exist)."""
+
+
+def document_features(state: Any, run_id: int, document_id: int, *, limit: int, per_segment: int,
+                      segment_offset: int = 0, segment_limit: int = 200,
+                      session: Session | None = None) -> DocumentFeatures:
+    """Blocking. One document of the run's dataset with its strongest features and a page of its segments with
+    theirs, named, each saying whether label:"…" selects it there. Raises DocumentNotInRun, SearchNotReady."""
+    with _unit(state, session) as db:
+        run, emb = _run_and_dataset(db, run_id)
+        doc = dataset_repo.get_document(db, dataset_id=emb.dataset_id, document_id=document_id)
+        if doc is None:
+            raise DocumentNotInRun(f"document {document_id} not found in the dataset of SAE run {run_id}")
+        space = load_search_space(db, state.store, run)
+        reading = read_document(space, doc.position, limit=limit, per_segment=per_segment,
+                                segment_offset=segment_offset, segment_limit=segment_limit)
+        shown = {f for f, _ in reading.features} | {f for s in reading.segments or [] for f, _ in s.features}
+        names = feature_labels(db, sae_run_id=run.id, indices=sorted(shown))
+
+        def hits(active: list[tuple[int, float]]) -> list[ReadFeature]:
+            return [ReadFeature(index=f, activation=a, label=names[f][0], reliable=names[f][1],
+                               selected=None if names[f][0] is None else bool(selected(np.float32(a),
+                                                                                       space.thresholds.get(f))))
+                    for f, a in active]
+
+        segments = None if reading.segments is None else [
+            SegmentFeatures(index=s.index, start=s.start, end=s.end, n_active=s.n_active, features=hits(s.features))
+            for s in reading.segments]
+        return DocumentFeatures(sae_run_id=run.id, document_id=doc.id, position=doc.position,
+                                external_id=doc.external_id, text=doc.text, labels=list(doc.labels),
+                                n_active=reading.n_active, features=hits(reading.features),
+                                n_segments=reading.n_segments, segment_offset=segment_offset, segments=segments)

@@ -132,6 +132,27 @@ def test_search_page(page, demo) -> None:  # noqa: ANN001
     page.goto(f"{url}/sae-runs/{run_id}/search?q={quote('F' + str(feat['index']) + ' > 0')}")
     assert page.locator("#document-results tbody tr").count() >= 1
 
+    # a hit opens its document clause by clause, the feature marked on the clauses where it fires (a note's
+    # features are the max over its clauses': at least one does)
+    external_id = page.locator("#document-results tbody tr").first.locator("td").first.locator(".muted").inner_text()
+    page.locator("#document-results tbody tr").first.locator("td").first.get_by_role("link").click()
+    page.wait_for_url(re.compile(rf"/sae-runs/{run_id}/documents/\d+\?feature={feat['index']}$"))
+    page.wait_for_selector("#segments")
+    assert page.locator("h1").inner_text() == external_id
+    assert f"F{feat['index']}" in page.locator("#marked").inner_text()
+    marked_rows = page.locator("#segments tr.seg-marked")
+    assert marked_rows.count() >= 1 and marked_rows.first.locator(".seg-text").inner_text().strip()
+    assert page.locator("#segments tbody tr").count() >= marked_rows.count()
+    assert page.locator("#segments tbody tr").first.locator(".chip").count() >= 1
+    shot(page, "document")
+    # another feature's mark link moves the mark to where that one fires
+    other = page.locator("#doc-features .chip").nth(1)
+    other_index = other.locator("a").first.inner_text()
+    other.locator("a.mark-link").click()
+    page.wait_for_url(re.compile(rf"\?feature={other_index[1:]}&offset=0$"))
+    assert other_index in page.locator("#marked").inner_text() and page.locator("#segments tr.seg-marked").count() >= 1
+    page.goto(f"{url}/sae-runs/{run_id}/search")
+
     # text mode: nearest documents and the query's own named features
     page.check("input[name=mode][value=text]")
     page.fill("#q", "bambino con febbre e tosse da tre giorni")

@@ -72,8 +72,9 @@ def pipeline(url: str, key: str, data: Path) -> dict[str, int]:
         concept = c.post("/api/v1/concepts", json={"sae_run_id": sae["id"], "name": CONCEPT_MARKUP,
                                                    "kind": "expression", "expression": f"F{feature}"})
         assert concept.status_code == 201, concept.text
+        first = c.get(f"/api/v1/datasets/{ds['id']}/documents?limit=1").json()["items"][0]  # with DOC_MARKUP
     return {"dataset": ds["id"], "embedding": emb["id"], "sae": sae["id"], "feature": feature,
-            "concept": concept.json()["id"]}
+            "concept": concept.json()["id"], "document": first["id"]}
 
 
 def test_markup_is_shown_as_text_on_every_page(page, tmp_path: Path) -> None:  # noqa: ANN001
@@ -94,6 +95,8 @@ def test_markup_is_shown_as_text_on_every_page(page, tmp_path: Path) -> None:  #
             f"/sae-runs/{sae}/families": FAMILY_MARKUP,
             f"/sae-runs/{sae}/search?q=F{feat}": DOC_MARKUP,
             f"/sae-runs/{sae}/search?mode=label&q=wheeze": LABEL_MARKUP,
+            f"/sae-runs/{sae}/documents/{ids['document']}": DOC_MARKUP,
+            f"/sae-runs/{sae}/documents/{ids['document']}?feature={feat}": LABEL_MARKUP,  # the marked feature's name
             "/concepts": CONCEPT_MARKUP,
             f"/concepts/{ids['concept']}": CONCEPT_MARKUP,
         }

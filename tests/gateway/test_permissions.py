@@ -72,6 +72,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/api/v1/sae-runs/{run_id}/features/{index}/interpretations"): WRITE_IN_PROJECT,
     ("GET", "/api/v1/sae-runs/{run_id}/families"): READ_IN_PROJECT,
     ("POST", "/api/v1/sae-runs/{run_id}/search"): READ_BY_POST,
+    ("GET", "/api/v1/sae-runs/{run_id}/documents/{document_id}"): READ_IN_PROJECT,
     # concepts
     ("POST", "/api/v1/concepts"): WRITE,
     ("GET", "/api/v1/concepts"): ANY_KEY,
@@ -116,6 +117,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/sae-runs/{run_id}/features/{index}/examples"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/search"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/search/suggest"): READ_IN_PROJECT,
+    ("GET", "/sae-runs/{run_id}/documents/{document_id}"): READ_IN_PROJECT,
     ("GET", "/concepts"): ANY_KEY,
     ("GET", "/concepts/new"): ANY_KEY,                   # the form lists the caller's own project's runs
     ("POST", "/concepts"): WRITE,                        # the SAE run in the form: by project in test_roles.py

@@ -24,7 +24,8 @@ async def test_a_shared_url_runs_the_expression(client, auth, seeded) -> None:  
     html = resp.text
     total = int(((dense[:, 0] > 0) & ~(dense[:, 1] > 0)).sum())
     assert f"<strong>{total}</strong> documents match" in html
-    assert html.count('<tr><td class="num"><a href="/datasets/') == min(total, 20)
+    links = re.findall(r'<tr><td class="num"><a href="/sae-runs/(\d+)/documents/(\d+)\?feature=(\d+)"', html)
+    assert len(links) == min(total, 20) and {(int(r), int(f)) for r, _, f in links} == {(seeded.run_id, 0)}
     assert 'class="chip"' in html and "bronchiolitis" in html  # the matching feature, named
     assert 'value="F0 AND NOT F1"' in html  # the box keeps the query
 

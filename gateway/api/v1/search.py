@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Body, FastAPI, Request
+from fastapi import APIRouter, Body, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse
 
 from contracts.catalog import ErrorOut
-from contracts.search import Candidate, SearchErrorOut, SearchRequest, SearchResponse
+from contracts.search import Candidate, DocumentFeatures, SearchErrorOut, SearchRequest, SearchResponse
 from gateway.api.v1.sae import SaeRunDep
 from gateway.deps import CurrentKey, SessionDep
 from gateway.domain.auth import trail
@@ -47,6 +47,29 @@ async def search(
         return trail.record_search(session, run.id, body.text, body.mode,
                                    await service.text_search(state, run.id, body, session))
     return await service.label_query(state, run.id, body, session)
+
+
+@router.get("/{run_id}/documents/{document_id}", response_model=DocumentFeatures,
+            responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
+async def document_features(
+    run: SaeRunDep, document_id: int, request: Request, session: SessionDep, _: CurrentKey,
+    limit: Annotated[int, Query(ge=1, le=512, description="The document's strongest features listed.")] = 32,
+    per_segment: Annotated[int, Query(ge=1, le=64, description="Features listed per segment.")] = 8,
+    segment_offset: Annotated[int, Query(ge=0, description="Segments to skip.")] = 0,
+    segment_limit: Annotated[int, Query(ge=1, le=1000, description="Segments listed.")] = 200,
+) -> DocumentFeatures:
+    """One document of the run's dataset as the SAE reads it: its text, its strongest features, and each of its
+    segments (clauses or sentences, in a run with segment codes) with the features active there, named, each
+    saying whether `label:"…"` selects it there. A read of the document's text: audited."""
+    try:
+        found = await asyncio.to_thread(service.document_features, request.app.state, run.id, document_id,
+                                        limit=limit, per_segment=per_segment, segment_offset=segment_offset,
+                                        segment_limit=segment_limit, session=session)
+    except service.DocumentNotInRun as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from exc
+    trail.record_read(session, "document.features", dataset_id=trail.dataset_of_sae_run(session, run.id), count=1,
+                      sae_run_id=run.id, document_id=document_id)
+    return found
 
 
 def _error(status: int, detail: str, **extra: object) -> JSONResponse:
