@@ -61,8 +61,10 @@ class EvidenceSet:
     holdout_near_misses: list[int] = field(default_factory=list)
     """Near misses the near-miss score is measured on, never shown."""
     calibration: list[int] = field(default_factory=list)
-    """Activating segments a name's threshold is calibrated on (held out, or outside its evidence)."""
+    """Activating segments a name's threshold is calibrated on: the pool's (its strongest) and a sample of the rest."""
     calibration_acts: list[float] = field(default_factory=list)
+    calibration_weights: list[float] = field(default_factory=list)
+    """The activating segments of the corpus each calibration segment stands for (precision_curve's weights)."""
 
     def __post_init__(self) -> None:
         shown = {*self.activating, *self.random_negatives, *self.hard_negatives,

@@ -330,11 +330,13 @@ class Namer:
 
     def _near_and_threshold(self, p: _Pending, vectors: dict[str, np.ndarray]) -> None:
         """Each name's (and alternative's) near-miss AUROC, held-out activating vs held-out near misses, and its
-        threshold: the lowest activation above which its words occur in >= 80 % of the calibration segments."""
+        threshold: the lowest activation above which its words occur in >= 80 % of the corpus's activating segments,
+        estimated on the calibration segments (each weighted by the segments it stands for)."""
         ev = p.evidence
         assert ev is not None
         texts = [self._stems(q) for q in ev.calibration]
         acts = np.asarray(ev.calibration_acts, dtype=np.float64)
+        weights = np.asarray(ev.calibration_weights, dtype=np.float64) if ev.calibration_weights else None
         named = p.named
         everywhere = self.corpus.column(p.record.feature)[1]  # every activation: how many reach a threshold
         near = len(ev.holdout_near_misses) >= 4
@@ -345,7 +347,7 @@ class Namer:
         for k, n in enumerate(named):
             n.score_near_miss = round(scores[k], 6) if near else None
             holds = holds_mask(n.label, texts, self.language)
-            curve = precision_curve(acts, holds)
+            curve = precision_curve(acts, holds, weights)
             n.threshold = curve_threshold(curve)
             n.holds_on = holds_on(curve, n.threshold, everywhere)
             n.precision_curve = curve_points(curve)  # an alternative's own too: it may be shown in the name's place

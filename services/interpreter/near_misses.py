@@ -5,8 +5,9 @@ and it does not (co-occurrence C_norm[f, j] = |f and j| / |f| over the corpus's 
 decoder, and features that share segments are the ones whose names collide). Up to HOLDOUT are held out for the
 near-miss score, never shown; the next SHOWN are the contrast phrases are chosen against.
 
-The feature's weak activations are near misses of another kind: they enter the calibration set (activating
-segments held out, or outside the name's evidence, weak ones included), where the precision curve finds the
+The feature's weak activations are near misses of another kind: they enter the calibration set (every segment
+of the keyword pool, its strongest, and a random sample of the rest of its activating segments, held-out ones
+included, weak ones among them, each weighted by the segments it stands for), where the precision curve finds the
 activation below which the name stops holding. They are not in the near-miss AUROC: a feature whose weak
 activations mean what its strong ones do would score as chance there, and lose a name that holds.
 """
@@ -25,7 +26,8 @@ HOLDOUT = 20
 SHOWN = 120
 """Near misses phrases are contrasted with."""
 CALIBRATION = 300
-"""Activating segments outside the name's own evidence added to the held-out ones to calibrate its threshold."""
+"""Activating segments outside the name's own evidence added to the held-out ones (and to the pool's, all of them)
+to calibrate its threshold."""
 EXAMPLES = 5
 
 
@@ -45,8 +47,10 @@ class NearMisses:
 
     def add(self, ev: EvidenceSet) -> None:
         """Fill ev's near misses (segments of its co-firing features where it is silent: half held out, never
-        shown) and its calibration set (held-out activating segments and activating ones outside its evidence,
-        the weak ones among them)."""
+        shown) and its calibration set: the pool's segments, each itself (weight 1: the strongest, which a sample
+        would miss and label:"…" selects first), then the held-out activating segments and a random sample of the
+        other activating ones outside its evidence, the weak ones among them, each standing for its share of the
+        activating segments outside the pool."""
         rng = feature_rng(self.seed + 2, ev.feature)
         active, acts = self.corpus.column(ev.feature)
         act_of = dict(zip(active.tolist(), acts.tolist()))
@@ -63,8 +67,12 @@ class NearMisses:
         ev.near_misses = others[held:held + SHOWN].tolist()
         used = {*ev.pool_activating, *ev.selection_activating, *ev.holdout_activating}
         spare = active[~np.isin(active, np.fromiter(used, dtype=np.int64, count=len(used)))]
-        ev.calibration = [*ev.holdout_activating, *rng.permutation(spare)[:CALIBRATION].tolist()]
+        pool = [p for p in ev.pool_activating if p in act_of]
+        sample = [*ev.holdout_activating, *rng.permutation(spare)[:CALIBRATION].tolist()]
+        weight = (len(active) - len(pool)) / len(sample) if sample else 0.0
+        ev.calibration = [*pool, *sample]
         ev.calibration_acts = [act_of[p] for p in ev.calibration]
+        ev.calibration_weights = [1.0] * len(pool) + [weight] * len(sample)
 
     def examples(self, ev: EvidenceSet, chars: int = 160) -> list[str]:
         """The first EXAMPLES held-out near misses' texts, cut to `chars`."""

@@ -157,6 +157,24 @@ def test_threshold_equals_the_naive_computation_on_random_codes(n, seed):
     assert len(points) <= 12 and all(a[0] > b[0] for a, b in zip(points, points[1:]))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_weighted_threshold_equals_the_naive_computation(seed):
+    """Each calibration segment standing for `w` segments of the corpus: the precision is the weighted share."""
+    rng = np.random.default_rng(seed)
+    n = 120
+    acts = np.round(rng.gamma(2.0, 0.5, n), 1)
+    holds = rng.random(n) < np.clip(acts / acts.max() + rng.normal(0, 0.2, n), 0, 1)
+    weights = np.where(rng.random(n) < 0.3, 1.0, rng.uniform(2, 20))
+    expected = None
+    for t in sorted(set(acts.tolist())):
+        above = acts >= t
+        if above.sum() >= 5 and (weights[above] * holds[above]).sum() / weights[above].sum() >= 0.8 - 1e-12:
+            expected = t if expected is None else min(expected, t)
+    got = calibrated_threshold(acts, holds, weights=weights)
+    assert (got is None and expected is None) or got == pytest.approx(expected)
+    assert calibrated_threshold(acts, holds, weights=np.full(n, 7.0)) == calibrated_threshold(acts, holds)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_holds_on_is_the_threshold_precision_times_the_activations_that_reach_it(seed):
     """holds_on against a naive count: the calibration sample's precision at the threshold, times every
@@ -202,8 +220,56 @@ def test_near_misses_come_from_co_firing_features_and_are_held_apart():
     assert not set(ev.holdout_near_misses) & shown
     active, acts = corpus.column(0)
     act = dict(zip(active.tolist(), acts.tolist()))
-    assert set(ev.holdout_activating) <= set(ev.calibration) and not set(ev.calibration) & set(ev.pool_activating)
+    # the calibration set: the pool (the strongest), each itself, then held-out and other activating segments
+    # outside the evidence, each standing for its share of the activating segments outside the pool
+    pool = ev.pool_activating
+    assert ev.calibration[:len(pool)] == pool and set(ev.holdout_activating) <= set(ev.calibration[len(pool):])
+    sample = ev.calibration[len(pool):]
+    assert not set(sample) & {*pool, *ev.selection_activating} and len(set(sample)) == len(sample)
     assert ev.calibration_acts == [act[p] for p in ev.calibration]
+    weight = pytest.approx((len(active) - len(pool)) / len(sample))
+    assert ev.calibration_weights == [1.0] * len(pool) + [weight] * len(sample)
+
+
+def test_a_threshold_counts_the_strongest_segments_the_name_was_chosen_from():
+    """The demo's F180 "allattamento materno esclusivo": its strongest segments say "Diario clinico:", the weaker
+    ones the name. A calibration without the pool (the strongest) measured only the weaker ones and promised 80 %
+    above a threshold where the corpus held 30 %; with the pool counted, no threshold holds for that name, and the
+    one the strongest segments say gets one."""
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+    from contracts.interpret import EvidenceConfig
+    from services.interpreter.corpus import Corpus
+    from services.interpreter.evidence import sample_evidence
+    from services.interpreter.near_misses import NearMisses
+    from services.interpreter.phrases import holds_mask, word_stems
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    texts = ["Febbre da due giorni."] * n
+    codes = np.zeros((n, 2), dtype=np.float32)
+    codes[:250, 0] = rng.uniform(0.8, 1.0, 250)  # the strongest: another text
+    texts[:250] = ["Diario clinico:"] * 250
+    codes[250:650, 0] = rng.uniform(0.3, 0.6, 400)  # weaker: the name's own text
+    texts[250:650] = ["Allattamento materno esclusivo."] * 400
+    vectors = rng.normal(size=(n, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    corpus = Corpus(pa.array(texts), np.arange(n), vectors, sp.csc_matrix(codes))
+    ev = sample_evidence(corpus, 0, EvidenceConfig(), pool=200)
+    NearMisses(corpus).add(ev)
+    acts, weights = np.asarray(ev.calibration_acts), np.asarray(ev.calibration_weights)
+    stems = [word_stems(corpus.text(p), "it") for p in ev.calibration]
+    name = holds_mask("allattamento materno esclusivo", stems, "it")
+    diary = holds_mask("diario clinico", stems, "it")
+    # the population above t: every strongest segment, then the name's; at best 400 of 650 hold the name
+    assert calibrated_threshold(acts, name, weights=weights) is None
+    assert calibrated_threshold(acts[len(ev.pool_activating):], name[len(ev.pool_activating):]) is not None  # before
+    t = calibrated_threshold(acts, diary, weights=weights)
+    assert t is not None and t <= codes[:250, 0].min()  # every diary segment above it, and a few of the name's
+    above = codes[:, 0] >= t
+    assert 250 / above.sum() == pytest.approx(0.8, abs=0.05)  # the corpus's precision there: what was estimated
+    assert precision_curve(acts, name, weights).precision[-1] == pytest.approx(400 / 650, abs=0.03)  # everything
 
 
 def test_each_thread_stems_with_its_own_stemmer():
