@@ -92,12 +92,45 @@ def _name_on_segments(ds: Any, seg: Any, segment_codes: Any, embed_texts: Any) -
     entries = [LabelEntry(f, v[0], v[4], v[1], v[3], v[2]) for f, v in shown.items()]
     names = Names(labels, {f: v[2] for f, v in shown.items() if v[2] is not None}, reliable, entries)
     skipped = [r.skipped for r in records if r.best is None]
+    truth = threshold_truth(corpus, names, namer.language)
     return names, {"features_named": len(labels), "naming_seconds": round(time.perf_counter() - t0, 1),
                    "reliable": len(reliable), "with_threshold": len(names.thresholds),
                    "shared_name_fraction_before": round(before, 4),
                    "shared_name_fraction": round(shared_fraction(labels, reliable), 4),
                    "renamed": sum(a is not None for a in changes.values()),
-                   "skipped": len(skipped), "skip_reasons": skip_reasons(skipped)}
+                   "skipped": len(skipped), "skip_reasons": skip_reasons(skipped),
+                   "threshold_precision_in_corpus": truth}
+
+
+def threshold_truth(corpus: Any, names: Names, language: str) -> dict:
+    """What each threshold promises, checked on the whole corpus: for every reliable shown name with a threshold,
+    the share of the corpus's segments at or above it where the name holds (every segment, not the calibration
+    sample; a segment's text stemmed once). The promise is 0.8; the calibration estimates it from a sample."""
+    from services.interpreter.phrases import holds_mask, word_stems
+
+    cache: dict[str, frozenset[str]] = {}
+
+    def stems(p: int) -> frozenset[str]:
+        text = corpus.text(int(p))
+        if text not in cache:
+            cache[text] = word_stems(text, language)
+        return cache[text]
+
+    shares = []
+    for f in sorted(names.reliable):
+        t = names.thresholds.get(f)
+        if t is None:
+            continue
+        active, acts = corpus.column(f)
+        above = active[acts >= t]
+        if len(above):
+            shares.append(float(holds_mask(names[f], [stems(p) for p in above], language).mean()))
+    arr = np.asarray(shares)
+    if not len(arr):
+        return {"names": 0}
+    return {"names": len(arr), "median": round(float(np.median(arr)), 4), "p10": round(float(np.quantile(arr, 0.1)), 4),
+            "min": round(float(arr.min()), 4), "below_0_8": int((arr < 0.8).sum()), "below_0_7": int((arr < 0.7).sum()),
+            "below_0_5": int((arr < 0.5).sum())}
 
 
 def skip_reasons(skipped: list[str | None]) -> dict[str, int]:
