@@ -129,4 +129,12 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
         " c.querySelector('mark').getBoundingClientRect().bottom])")
     assert boxes and all(mark is not None and mark <= cell + 1 for cell, mark in boxes), boxes
     readme_shot(page, "search-segment")
+
+    # the first hit opens its note clause by clause, its first matching feature marked: the matched clause is
+    # among the clauses shaded
+    page.locator("#document-results tbody tr").first.locator("td").first.get_by_role("link").click()
+    page.wait_for_selector("#segments")
+    shaded = [" ".join(t.split()) for t in page.locator("#segments tr.seg-marked .seg-text").all_inner_texts()]
+    assert " ".join(sentence.split()) in shaded, (sentence, shaded)
+    readme_shot(page, "document")
     assert page.console_errors == []
