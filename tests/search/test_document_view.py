@@ -174,3 +174,18 @@ async def test_the_page_marks_where_a_feature_fires(app, client, auth, segmented
     assert out_of_range.status_code == 404 and "out of range" in out_of_range.text
     search = await client.get(f"/sae-runs/{segmented.run_id}/search?q={quote('SEGMENT(F1)')}", headers=auth)
     assert f'href="{url}?feature=1"' in search.text  # a hit leads here, its feature marked
+
+
+@pytest.mark.anyio
+async def test_a_long_document_keeps_the_page_small(app, client, auth, segmented) -> None:  # noqa: ANN001, F811
+    ids = documents_of(app, segmented.run_id)
+    with session_scope(app.state.factory) as session:  # the segments' spans stay those of its first characters
+        doc = session.get(Document, ids[0])
+        doc.text = doc.text + " parola" * 40_000  # 280,000 characters more
+        n_chars = len(doc.text)
+    resp = await client.get(f"/sae-runs/{segmented.run_id}/documents/{ids[0]}", headers=auth)
+    assert resp.status_code == 200, resp.text
+    assert f"the first 100,000 of {n_chars:,} characters; the API returns the whole text" in resp.text
+    assert len(resp.text) < 130_000
+    api = await client.get(f"/api/v1/sae-runs/{segmented.run_id}/documents/{ids[0]}", headers=auth)
+    assert len(api.json()["text"]) == n_chars
