@@ -163,6 +163,7 @@ class SearchErrorOut(BaseModel):
 class ReadFeature(FeatureHit):
     """A feature active in a document or segment, as the document view lists it."""
 
+    threshold: float | None = Field(default=None, description="Its shown name's calibrated threshold; None without one.")
     selected: bool | None = Field(
         default=None, description='Whether label:"…" selects it here: the activation reaches its shown name\'s '
         "threshold (any activation where the name has none); None where it is not named.")
@@ -176,6 +177,8 @@ class SegmentFeatures(BaseModel):
     end: int = Field(description="One past its last character.")
     n_active: int = Field(description="Features active in the segment (at most the SAE's k).")
     features: list[ReadFeature] = Field(description="The strongest `per_segment` of them.")
+    marked_activation: float | None = Field(
+        default=None, description="The `mark` feature's activation in the segment (0 where silent); None without `mark`.")
 
 
 class DocumentFeatures(BaseModel):
@@ -190,6 +193,8 @@ class DocumentFeatures(BaseModel):
     n_active: int = Field(description="Features active in the document.")
     features: list[ReadFeature] = Field(description="The document's strongest `limit` features (its own codes; in a "
                                        "run with segments, each the max over its segments).")
+    marked: ReadFeature | None = Field(
+        default=None, description="The `mark` feature, named, with its activation in the document; None without `mark`.")
     n_segments: int | None = Field(description="The document's segments; None when the run has no segment codes.")
     segment_offset: int = Field(default=0, description="The first segment listed (segments are paged).")
     segments: list[SegmentFeatures] | None = Field(

@@ -199,10 +199,12 @@ class DocumentNotInRun(LookupError):
 
 
 def document_features(state: Any, run_id: int, document_id: int, *, limit: int, per_segment: int,
-                      segment_offset: int = 0, segment_limit: int = 200,
+                      segment_offset: int = 0, segment_limit: int = 200, mark: int | None = None,
                       session: Session | None = None) -> DocumentFeatures:
     """Blocking. One document of the run's dataset with its strongest features and a page of its segments with
-    theirs, named, each saying whether label:"…" selects it there. Raises DocumentNotInRun, SearchNotReady."""
+    theirs, named, each saying whether label:"…" selects it there; with `mark`, that feature's activation in the
+    document and in each listed segment. Raises DocumentNotInRun, SearchNotReady (a `mark` out of range is the
+    caller's to refuse)."""
     with _unit(state, session) as db:
         run, emb = _run_and_dataset(db, run_id)
         doc = dataset_repo.get_document(db, dataset_id=emb.dataset_id, document_id=document_id)
@@ -212,18 +214,26 @@ def document_features(state: Any, run_id: int, document_id: int, *, limit: int, 
         reading = read_document(space, doc.position, limit=limit, per_segment=per_segment,
                                 segment_offset=segment_offset, segment_limit=segment_limit)
         shown = {f for f, _ in reading.features} | {f for s in reading.segments or [] for f, _ in s.features}
-        names = feature_labels(db, sae_run_id=run.id, indices=sorted(shown))
+        names = feature_labels(db, sae_run_id=run.id, indices=sorted(shown | ({mark} if mark is not None else set())))
 
         def hits(active: list[tuple[int, float]]) -> list[ReadFeature]:
             return [ReadFeature(index=f, activation=a, label=names[f][0], reliable=names[f][1],
-                               selected=None if names[f][0] is None else bool(selected(np.float32(a),
-                                                                                       space.thresholds.get(f))))
+                                threshold=space.thresholds.get(f) if names[f][0] is not None else None,
+                                selected=None if names[f][0] is None else bool(selected(np.float32(a),
+                                                                                        space.thresholds.get(f))))
                     for f, a in active]
 
+        marked, in_segments = None, [None] * len(reading.segments or [])
+        if mark is not None:
+            (marked,) = hits([(mark, float(activations_at(space.codes, [mark], np.array([doc.position]))[0, 0]))])
+            seg = space.segment_codes()
+            if seg is not None and reading.segments:
+                rows = np.array([s.index for s in reading.segments], dtype=np.int64)
+                in_segments = activations_at(seg.codes, [mark], rows)[:, 0].astype(float).tolist()
         segments = None if reading.segments is None else [
-            SegmentFeatures(index=s.index, start=s.start, end=s.end, n_active=s.n_active, features=hits(s.features))
-            for s in reading.segments]
+            SegmentFeatures(index=s.index, start=s.start, end=s.end, n_active=s.n_active, features=hits(s.features),
+                            marked_activation=a) for s, a in zip(reading.segments, in_segments)]
         return DocumentFeatures(sae_run_id=run.id, document_id=doc.id, position=doc.position,
                                 external_id=doc.external_id, text=doc.text, labels=list(doc.labels),
-                                n_active=reading.n_active, features=hits(reading.features),
+                                n_active=reading.n_active, features=hits(reading.features), marked=marked,
                                 n_segments=reading.n_segments, segment_offset=segment_offset, segments=segments)

@@ -110,7 +110,8 @@ async def test_the_api_lists_each_segment_with_its_own_features(app, client, aut
             for f in seg["features"]:
                 assert f["activation"] == pytest.approx(dense[position, f["index"]])
                 if f["index"] == 0:
-                    assert f["label"] == "bronchiolitis" and f["selected"] is (f["activation"] >= 0.5)
+                    assert f["label"] == "bronchiolitis" and f["threshold"] == 0.5
+                    assert f["selected"] is (f["activation"] >= 0.5)
                     seen.add(f["selected"])
                 elif f["label"] is None:
                     assert f["selected"] is None
@@ -119,6 +120,16 @@ async def test_the_api_lists_each_segment_with_its_own_features(app, client, aut
         assert [f["activation"] for f in body["features"]] == sorted((f["activation"] for f in body["features"]),
                                                                         reverse=True)
     assert seen == {True, False}  # the threshold decides, both ways
+    odd = next(p for p in range(dense.shape[0]) if dense[p, 1] > 0)  # `mark`: F1, in the odd segment only
+    body = (await client.get(f"/api/v1/sae-runs/{segmented.run_id}/documents/{ids[odd]}?mark=1", headers=auth)).json()
+    assert body["marked"]["index"] == 1 and body["marked"]["activation"] == pytest.approx(dense[odd, 1])
+    assert body["marked"]["label"] == "suspected bronchiolitis" and body["marked"]["selected"] is True
+    assert [s["marked_activation"] for s in body["segments"]] == [0.0, pytest.approx(dense[odd, 1])]
+    unmarked = (await client.get(f"/api/v1/sae-runs/{segmented.run_id}/documents/{ids[odd]}", headers=auth)).json()
+    assert unmarked["marked"] is None and all(s["marked_activation"] is None for s in unmarked["segments"])
+    far = await client.get(f"/api/v1/sae-runs/{segmented.run_id}/documents/{ids[odd]}?mark={dense.shape[1]}",
+                           headers=auth)
+    assert far.status_code == 422 and "mark: feature" in far.json()["detail"] and "out of range" in far.text
     page = (await client.get(f"/api/v1/sae-runs/{segmented.run_id}/documents/{ids[3]}?segment_offset=1"
                              f"&segment_limit=1&per_segment=1&limit=2", headers=auth)).json()
     assert [s["index"] for s in page["segments"]] == [7] and page["segment_offset"] == 1

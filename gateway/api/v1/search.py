@@ -57,14 +57,21 @@ async def document_features(
     per_segment: Annotated[int, Query(ge=1, le=64, description="Features listed per segment.")] = 8,
     segment_offset: Annotated[int, Query(ge=0, description="Segments to skip.")] = 0,
     segment_limit: Annotated[int, Query(ge=1, le=1000, description="Segments listed.")] = 200,
+    mark: Annotated[int | None, Query(ge=0, description="A feature whose activation in the document and in each "
+                                      "listed segment is returned (`marked`, `marked_activation`).")] = None,
 ) -> DocumentFeatures:
     """One document of the run's dataset as the SAE reads it: its text, its strongest features, and each of its
     segments (clauses or sentences, in a run with segment codes) with the features active there, named, each
-    saying whether `label:"…"` selects it there. A read of the document's text: audited."""
+    saying whether `label:"…"` selects it there; `mark` adds one feature's activation everywhere. A read of the
+    document's text: audited."""
+    if mark is not None and mark >= (run.n_latents or 0):
+        raise HTTPException(422,
+                            detail=f"mark: feature {mark} is out of range: SAE run {run.id} has features "
+                                   f"0..{(run.n_latents or 0) - 1}")
     try:
         found = await asyncio.to_thread(service.document_features, request.app.state, run.id, document_id,
                                         limit=limit, per_segment=per_segment, segment_offset=segment_offset,
-                                        segment_limit=segment_limit, session=session)
+                                        segment_limit=segment_limit, mark=mark, session=session)
     except service.DocumentNotInRun as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from exc
     trail.record_read(session, "document.features", dataset_id=trail.dataset_of_sae_run(session, run.id), count=1,
