@@ -1,6 +1,7 @@
 """The document page of an SAE run: one note as the SAE reads it, clause by clause (or sentence by sentence),
 each segment with its strongest named features, and one feature's activation marked across the segments
-(`?feature=F`), as Neuronpedia marks a latent over a text's tokens. A read of patient text: audited."""
+(`?feature=F`), as Neuronpedia marks a latent over a text's tokens. A read of patient text: audited (by
+`service.document_features`, as the API's)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from contracts.search import DocumentFeatures
 from gateway.dashboard.sae_pages import crumbs, sae_run_or_404
 from gateway.dashboard.views import Pager, render
 from gateway.deps import SessionDep, require_login
-from gateway.domain.auth import trail
 from gateway.search import service
 from gateway.search.space import SearchNotReady
 
@@ -40,20 +40,15 @@ async def document_page(
     feature: Annotated[int | None, Query(ge=0)] = None, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Response:
     run = sae_run_or_404(session, run_id)
-    if feature is not None and feature >= (run.n_latents or 0):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"feature {feature} is out of range: SAE run {run.id} "
-                                                               f"has features 0..{(run.n_latents or 0) - 1}")
     ctx: dict[str, Any] = {**crumbs(session, run), "found": None, "problem": None, "shades": {}, "pager": None}
     try:
         found = await asyncio.to_thread(service.document_features, request.app.state, run.id, document_id,
                                         limit=NOTE_FEATURES, per_segment=PER_SEGMENT, segment_offset=offset,
                                         segment_limit=SEGMENTS_PER_PAGE, mark=feature, session=session)
-    except service.DocumentNotInRun as exc:
+    except (service.MarkOutOfRange, service.DocumentNotInRun) as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from exc
     except SearchNotReady as exc:
         return render(request, "pages/document.html", {**ctx, "problem": str(exc)}, status_code=409)
-    trail.record_read(session, "document.features", dataset_id=ctx["dataset"].id, count=1, sae_run_id=run.id,
-                      document_id=document_id)
     ctx.update(found=found, shades=shades(found))
     if found.n_segments is not None and found.n_segments > SEGMENTS_PER_PAGE:
         ctx["pager"] = Pager(offset=offset, limit=SEGMENTS_PER_PAGE, total=found.n_segments)

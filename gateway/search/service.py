@@ -32,6 +32,7 @@ from contracts.search import (
     TextSearch,
 )
 from gateway.db import session_scope
+from gateway.domain.auth import trail
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.query_model import query_embedding
@@ -198,15 +199,22 @@ class DocumentNotInRun(LookupError):
     """The document is not one of the SAE run's dataset (→ 404, as for an id that does not exist)."""
 
 
+class MarkOutOfRange(ValueError):
+    """The feature to mark is not one of the run's."""
+
+
 def document_features(state: Any, run_id: int, document_id: int, *, limit: int, per_segment: int,
                       segment_offset: int = 0, segment_limit: int = 200, mark: int | None = None,
                       session: Session | None = None) -> DocumentFeatures:
     """Blocking. One document of the run's dataset with its strongest features and a page of its segments with
     theirs, named, each saying whether label:"…" selects it there; with `mark`, that feature's activation in the
-    document and in each listed segment. Raises DocumentNotInRun, SearchNotReady (a `mark` out of range is the
-    caller's to refuse)."""
+    document and in each listed segment. A read of the document's text, audited in the caller's unit of work.
+    Raises MarkOutOfRange, DocumentNotInRun, SearchNotReady."""
     with _unit(state, session) as db:
         run, emb = _run_and_dataset(db, run_id)
+        if mark is not None and not 0 <= mark < (run.n_latents or 0):
+            raise MarkOutOfRange(f"feature {mark} is out of range: SAE run {run.id} has features "
+                                 f"0..{(run.n_latents or 0) - 1}")
         doc = dataset_repo.get_document(db, dataset_id=emb.dataset_id, document_id=document_id)
         if doc is None:
             raise DocumentNotInRun(f"document {document_id} not found in the dataset of SAE run {run_id}")
@@ -233,6 +241,8 @@ def document_features(state: Any, run_id: int, document_id: int, *, limit: int, 
         segments = None if reading.segments is None else [
             SegmentFeatures(index=s.index, start=s.start, end=s.end, n_active=s.n_active, features=hits(s.features),
                             marked_activation=a) for s, a in zip(reading.segments, in_segments)]
+        trail.record_read(db, "document.features", dataset_id=emb.dataset_id, count=1, sae_run_id=run.id,
+                          document_id=doc.id)
         return DocumentFeatures(sae_run_id=run.id, document_id=doc.id, position=doc.position,
                                 external_id=doc.external_id, text=doc.text, labels=list(doc.labels),
                                 n_active=reading.n_active, features=hits(reading.features), marked=marked,

@@ -181,6 +181,9 @@ async def test_the_page_marks_where_a_feature_fires(app, client, auth, segmented
     assert "?feature=0&amp;offset=0" in html  # each chip marks its feature
     plain = await client.get(url, headers=auth)
     assert plain.status_code == 200 and 'class="seg-marked"' not in plain.text and 'id="marked"' not in plain.text
+    with session_scope(app.state.factory) as session:  # each page a read of the note's text, audited
+        events = session.scalars(select(AuditEvent).where(AuditEvent.action == "document.features")).all()
+        assert sum(e.details["document_id"] == ids[position] for e in events) == 2
     out_of_range = await client.get(f"{url}?feature={dense.shape[1]}", headers=auth)
     assert out_of_range.status_code == 404 and "out of range" in out_of_range.text
     search = await client.get(f"/sae-runs/{segmented.run_id}/search?q={quote('SEGMENT(F1)')}", headers=auth)

@@ -64,19 +64,14 @@ async def document_features(
     segments (clauses or sentences, in a run with segment codes) with the features active there, named, each
     saying whether `label:"…"` selects it there; `mark` adds one feature's activation everywhere. A read of the
     document's text: audited."""
-    if mark is not None and mark >= (run.n_latents or 0):
-        raise HTTPException(422,
-                            detail=f"mark: feature {mark} is out of range: SAE run {run.id} has features "
-                                   f"0..{(run.n_latents or 0) - 1}")
     try:
-        found = await asyncio.to_thread(service.document_features, request.app.state, run.id, document_id,
-                                        limit=limit, per_segment=per_segment, segment_offset=segment_offset,
-                                        segment_limit=segment_limit, mark=mark, session=session)
+        return await asyncio.to_thread(service.document_features, request.app.state, run.id, document_id,
+                                       limit=limit, per_segment=per_segment, segment_offset=segment_offset,
+                                       segment_limit=segment_limit, mark=mark, session=session)
+    except service.MarkOutOfRange as exc:
+        raise HTTPException(422, detail=f"mark: {exc}") from exc
     except service.DocumentNotInRun as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from exc
-    trail.record_read(session, "document.features", dataset_id=trail.dataset_of_sae_run(session, run.id), count=1,
-                      sae_run_id=run.id, document_id=document_id)
-    return found
 
 
 def _error(status: int, detail: str, **extra: object) -> JSONResponse:
