@@ -194,6 +194,9 @@ class Interpretation(BaseModel):
     precision_curve: list[tuple[float, float, int]] = Field(default_factory=list,
                                                             description="(t, precision above t, segments above t).")
     calibrated_on: int = Field(default=0, description="Segments the precision curve was measured on.")
+    calibration: Literal["sample", "strongest_and_sample"] | None = Field(
+        default=None, description="What the curve counted: `strongest_and_sample`, the feature's strongest segments "
+        "each and a weighted sample of the rest (since 2026-11-29); `sample`, a sample without the strongest (before).")
     holds_on: int | None = Field(default=None, description=HOLDS_ON)
     unreliable_reason: str | None = Field(default=None, description=(
         "Why the name is unreliable, in words (each test it failed); None when it is reliable or unscored."))

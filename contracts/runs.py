@@ -154,6 +154,13 @@ class InterpretationOut(BaseModel):
     def holds_on(self) -> int | None:
         return self.evidence.get("holds_on")
 
+    @computed_field(description="What the threshold's precision curve counted: `strongest_and_sample` (the feature's "
+                    "strongest segments each, and a weighted sample of the rest; names made since 2026-11-29) or "
+                    "`sample` (a sample without the strongest); None for names stored before it was kept.")
+    @property
+    def calibration(self) -> str | None:
+        return self.evidence.get("calibration")
+
     @computed_field(description="AUROC of the name, held-out activating segments vs held-out near misses.")
     @property
     def score_near_miss(self) -> float | None:

@@ -353,6 +353,7 @@ class Namer:
             n.precision_curve = curve_points(curve)  # an alternative's own too: it may be shown in the name's place
             if isinstance(n, Interpretation):
                 n.calibrated_on = len(texts)
+                n.calibration = "strongest_and_sample" if ev.pool_activating else "sample"
             else:
                 n.score = lower(n.score_near_miss, n.score_embedding)
 

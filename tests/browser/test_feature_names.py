@@ -29,6 +29,8 @@ def test_feature_page_shows_phrase_threshold_curve_and_near_misses(page, demo) -
     assert page.locator("#feature-label").inner_text().startswith(feature["label"])
     assert page.locator("#feature-keywords").is_visible()
     assert page.locator("#threshold-value").inner_text() == f"{feature['threshold']:.3f}"
+    assert best["calibration"] == "strongest_and_sample"  # the naming job counted the feature's strongest segments
+    assert "the feature's strongest, each counted" in page.locator("#name-threshold").inner_text()
     assert page.locator("#precision-curve tbody tr").count() == len(best["precision_curve"])
     # how many segments it holds on, which decided who keeps a shared name: in the API and on the page
     assert best["holds_on"] is not None and best["holds_on"] > 0

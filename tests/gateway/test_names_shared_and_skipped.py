@@ -21,11 +21,11 @@ ACUTA_CURVE = [(0.5, 1.0, 6), (0.3, 0.85, 10), (0.05, 0.4, 20)]
 
 
 def named(feature: int, label: str, score: float, alternatives: list[Alternative],
-          holds_on: int | None = None) -> FeatureInterpretations:
+          holds_on: int | None = None, calibration: str | None = None) -> FeatureInterpretations:
     ev = EvidenceIds(activating=[1, 2], holdout_activating=list(range(10, 30)))
     interp = Interpretation(feature=feature, label=label, backend="keywords", evidence=ev, score_embedding=score,
                             score=score, reliable=True, threshold=0.2, alternatives=alternatives,
-                            precision_curve=NAME_CURVE, calibrated_on=20, holds_on=holds_on)
+                            precision_curve=NAME_CURVE, calibrated_on=20, holds_on=holds_on, calibration=calibration)
     return FeatureInterpretations(feature=feature, n_activating=40, interpretations=[interp], best=0)
 
 
@@ -89,7 +89,7 @@ async def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app
                                                        reliable=True, precision_curve=ACUTA_CURVE)])
     guess.interpretations[0].reliable, guess.interpretations[0].threshold = False, None
     guess.interpretations[0].unreliable_reason = "at no activation do its words occur in 80 % of the segments it fires on"
-    records = [named(0, "bronchiolite", 0.9, [], holds_on=15),
+    records = [named(0, "bronchiolite", 0.9, [], holds_on=15, calibration="strongest_and_sample"),
                named(1, "bronchiolite", 0.8, [Alternative(label="bronchiolite acuta", score=0.78, threshold=0.3,
                                                           reliable=True, precision_curve=ACUTA_CURVE, holds_on=7)],
                      holds_on=11),
@@ -126,6 +126,11 @@ async def test_recording_a_run_resolves_shared_names_and_stores_skip_reasons(app
     assert ("Shown instead of “verosimile”, a name that does not hold: at no activation do its words occur in 80 % "
             "of the segments it fires on.") in page
     assert "one meaning per name" in (await client.get(f"/sae-runs/{run_id}/features/1", headers=auth)).text
+    # a threshold says what it was estimated on: the strongest segments counted, or (named before) a sample without
+    counted = (await client.get(f"/sae-runs/{run_id}/features/0", headers=auth)).text
+    assert "the feature's strongest, each counted" in counted and 'id="old-calibration"' not in counted
+    older = (await client.get(f"/sae-runs/{run_id}/features/1", headers=auth)).text
+    assert 'id="old-calibration"' in older and "name the run's features again" in older
 
 
 @pytest.mark.anyio

@@ -152,6 +152,7 @@ def interpretation_rows(feature_id: int, rec: FeatureInterpretations) -> list[In
                                                                "score_near_miss": i.score_near_miss,
                                                                "precision_curve": i.precision_curve,
                                                                "calibrated_on": i.calibrated_on,
+                                                               "calibration": i.calibration,
                                                                "holds_on": i.holds_on,
                                                                "unreliable_reason": i.unreliable_reason,
                                                                "alternatives": [a.model_dump() for a in i.alternatives]},
