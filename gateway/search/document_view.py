@@ -57,6 +57,7 @@ class SegmentReading:
     end: int
     n_active: int
     features: Active
+    marked: float | None = None  # the `mark` feature's activation here (0 where silent); None without one
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,18 @@ class DocumentReading:
     features: Active
     n_segments: int | None  # None: the run has no segment codes
     segments: list[SegmentReading] | None  # those of [segment_offset, segment_offset + segment_limit)
+    marked: float | None = None  # the `mark` feature's activation in the document; None without one
+
+
+def _activation(features: np.ndarray, values: np.ndarray, mark: int | None) -> float | None:
+    """`mark`'s activation among a row's entries (a feature has one entry a row at most; 0 where it has none)."""
+    return None if mark is None else float(values[features == mark].sum())
 
 
 def read_document(space: SearchSpace, position: int, *, limit: int, per_segment: int, segment_offset: int = 0,
-                  segment_limit: int = 200) -> DocumentReading:
-    """The features of the document at `position` (its row of the codes) and of a page of its segments."""
+                  segment_limit: int = 200, mark: int | None = None) -> DocumentReading:
+    """The features of the document at `position` (its row of the codes) and of a page of its segments; with
+    `mark`, that feature's activation in each, read from the same rows."""
     codes = space.codes
     if 0 <= position < codes.shape[0]:
         _, feats, vals = rows_active(codes, position, position + 1)
@@ -78,7 +86,7 @@ def read_document(space: SearchSpace, position: int, *, limit: int, per_segment:
     top = strongest(feats, vals, limit)
     seg = space.segment_codes()
     if seg is None:
-        return DocumentReading(int(np.count_nonzero(vals)), top, None, None)
+        return DocumentReading(int(np.count_nonzero(vals)), top, None, None, _activation(feats, vals, mark))
     first, end = (int(x) for x in np.searchsorted(seg.doc, [position, position + 1]))
     lo, hi = min(end, first + segment_offset), min(end, first + segment_offset + segment_limit)
     rows, sfeats, svals = rows_active(seg.codes, lo, hi)
@@ -89,5 +97,6 @@ def read_document(space: SearchSpace, position: int, *, limit: int, per_segment:
     for r in range(hi - lo):
         f, v = sfeats[bounds[r]:bounds[r + 1]], svals[bounds[r]:bounds[r + 1]]
         segments.append(SegmentReading(index=lo + r, start=int(seg.spans[lo + r, 0]), end=int(seg.spans[lo + r, 1]),
-                                       n_active=int(np.count_nonzero(v)), features=strongest(f, v, per_segment)))
-    return DocumentReading(int(np.count_nonzero(vals)), top, end - first, segments)
+                                       n_active=int(np.count_nonzero(v)), features=strongest(f, v, per_segment),
+                                       marked=_activation(f, v, mark)))
+    return DocumentReading(int(np.count_nonzero(vals)), top, end - first, segments, _activation(feats, vals, mark))

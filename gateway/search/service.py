@@ -220,27 +220,23 @@ def document_features(state: Any, run_id: int, document_id: int, *, limit: int, 
             raise DocumentNotInRun(f"document {document_id} not found in the dataset of SAE run {run_id}")
         space = load_search_space(db, state.store, run)
         reading = read_document(space, doc.position, limit=limit, per_segment=per_segment,
-                                segment_offset=segment_offset, segment_limit=segment_limit)
+                                segment_offset=segment_offset, segment_limit=segment_limit, mark=mark)
         shown = {f for f, _ in reading.features} | {f for s in reading.segments or [] for f, _ in s.features}
         names = feature_labels(db, sae_run_id=run.id, indices=sorted(shown | ({mark} if mark is not None else set())))
 
         def hits(active: list[tuple[int, float]]) -> list[ReadFeature]:
-            return [ReadFeature(index=f, activation=a, label=names[f][0], reliable=names[f][1],
-                                threshold=space.thresholds.get(f) if names[f][0] is not None else None,
-                                selected=None if names[f][0] is None else bool(selected(np.float32(a),
-                                                                                        space.thresholds.get(f))))
-                    for f, a in active]
+            out = []
+            for f, a in active:
+                label, reliable = names[f]
+                threshold = space.thresholds.get(f) if label is not None else None
+                out.append(ReadFeature(index=f, activation=a, label=label, reliable=reliable, threshold=threshold,
+                                       selected=None if label is None else bool(selected(np.float32(a), threshold))))
+            return out
 
-        marked, in_segments = None, [None] * len(reading.segments or [])
-        if mark is not None:
-            (marked,) = hits([(mark, float(activations_at(space.codes, [mark], np.array([doc.position]))[0, 0]))])
-            seg = space.segment_codes()
-            if seg is not None and reading.segments:
-                rows = np.array([s.index for s in reading.segments], dtype=np.int64)
-                in_segments = activations_at(seg.codes, [mark], rows)[:, 0].astype(float).tolist()
+        marked = hits([(mark, reading.marked)])[0] if mark is not None else None
         segments = None if reading.segments is None else [
             SegmentFeatures(index=s.index, start=s.start, end=s.end, n_active=s.n_active, features=hits(s.features),
-                            marked_activation=a) for s, a in zip(reading.segments, in_segments)]
+                            marked_activation=s.marked) for s in reading.segments]
         trail.record_read(db, "document.features", dataset_id=emb.dataset_id, count=1, sae_run_id=run.id,
                           document_id=doc.id)
         return DocumentFeatures(sae_run_id=run.id, document_id=doc.id, position=doc.position,

@@ -67,7 +67,7 @@ class NearMisses:
         ev.near_misses = others[held:held + SHOWN].tolist()
         used = {*ev.pool_activating, *ev.selection_activating, *ev.holdout_activating}
         spare = active[~np.isin(active, np.fromiter(used, dtype=np.int64, count=len(used)))]
-        pool = [p for p in ev.pool_activating if p in act_of]
+        pool = ev.pool_activating  # the feature's strongest activating segments (evidence.sample_evidence)
         sample = [*ev.holdout_activating, *rng.permutation(spare)[:CALIBRATION].tolist()]
         weight = (len(active) - len(pool)) / len(sample) if sample else 0.0
         ev.calibration = [*pool, *sample]

@@ -70,6 +70,11 @@ def test_a_documents_features_and_its_segments_are_their_rows(seed: int) -> None
             assert (s.start, s.end) == tuple(segments.spans[s.index])
             assert s.n_active == int(np.count_nonzero(dense_seg[s.index]))
             assert s.features == strongest(np.arange(dense_seg.shape[1]), dense_seg[s.index], 2)
+        for mark in range(dense_doc.shape[1]):  # a marked feature's activation, read from the same rows
+            marked = read_document(space, position, limit=3, per_segment=2, mark=mark)
+            assert marked.marked == pytest.approx(row[mark])
+            assert [s.marked for s in marked.segments] == pytest.approx([dense_seg[i, mark] for i in mine])
+        assert reading.marked is None and all(s.marked is None for s in reading.segments)
         paged = read_document(space, position, limit=3, per_segment=2, segment_offset=1, segment_limit=2)
         assert [s.index for s in paged.segments] == mine[1:3].tolist() and paged.n_segments == len(mine)
     plain = read_document(SearchSpace(doc_codes), 0, limit=3, per_segment=2)
