@@ -40,7 +40,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the repository root
 from services.embedder.models import cpu_has_native_bf16, default_threads  # noqa: E402
 from tests.browser.demo import demo_key  # noqa: E402
-from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop  # noqa: E402
+from tests.live import HTTP, PRISMA, REPO_ROOT, free_port, prisma_env, stop  # noqa: E402
 
 ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS",
             "CT2_FORCE_CPU_ISA")
@@ -76,7 +76,7 @@ def wait_named(url: str, key: str, timeout: float) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            items = httpx.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"},
+            items = HTTP.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"},
                               timeout=60).json()["items"]
         except httpx.TransportError:
             items = []
@@ -87,7 +87,7 @@ def wait_named(url: str, key: str, timeout: float) -> float:
 
 
 def get(url: str, key: str, path: str) -> dict:
-    return httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {key}"}, timeout=60).json()
+    return HTTP.get(f"{url}{path}", headers={"Authorization": f"Bearer {key}"}, timeout=60).json()
 
 
 def main() -> None:

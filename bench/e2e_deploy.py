@@ -18,7 +18,7 @@ import httpx
 import psutil
 from sqlalchemy import create_engine, inspect, text
 
-from tests.live import free_port
+from tests.live import HTTP, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,7 +199,7 @@ class Distributed(Deployment):
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        return HTTP.get(f"{url}/health", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 

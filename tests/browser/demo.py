@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import httpx
 
-from tests.live import PRISMA, REPO_ROOT, free_port, prisma_env, stop
+from tests.live import HTTP, PRISMA, REPO_ROOT, free_port, prisma_env, stop
 
 N_NOTES = 400
 
@@ -62,7 +62,7 @@ def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:  # the demo's pipeline shares the server's process: answers can be slow meanwhile
-            items = httpx.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"},
+            items = HTTP.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"},
                               timeout=60).json()["items"]
         except httpx.TransportError:  # not listening yet (the key is printed first), or slow
             time.sleep(0.5)

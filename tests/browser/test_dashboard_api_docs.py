@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
-from tests.live import create_key, live_server
+from tests.live import HTTP, create_key, live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -21,10 +20,10 @@ def test_api_reference_page_offline_and_tried_out(page, tmp_path: Path) -> None:
         key = create_key(data, "docs")
         auth = {"Authorization": f"Bearer {key}"}
         csv = ("id,text\n1,Bronchiolite confermata\n2,Sospetta otite\n").encode()
-        made = httpx.post(f"{url}/api/v1/datasets", headers=auth, files={"file": ("notes.csv", csv)},
+        made = HTTP.post(f"{url}/api/v1/datasets", headers=auth, files={"file": ("notes.csv", csv)},
                           data={"name": "notes for the docs"}, timeout=60)
         assert made.status_code == 201, made.text
-        schema = httpx.get(f"{url}/api/v1/openapi.json", headers=auth, timeout=30).json()
+        schema = HTTP.get(f"{url}/api/v1/openapi.json", headers=auth, timeout=30).json()
         operations = sum(1 for ops in schema["paths"].values() for m in ops if m in ("get", "post", "put", "patch",
                                                                                    "delete"))
         hosts: set[str] = set()

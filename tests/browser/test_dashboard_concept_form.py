@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 NAME = "Confirmed bronchiolitis, not suspected (from the form)"
 
 
 def concept_names(url: str, key: str) -> list[str]:
-    items = httpx.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"}, timeout=60).json()["items"]
+    items = HTTP.get(f"{url}/api/v1/concepts", headers={"Authorization": f"Bearer {key}"}, timeout=60).json()["items"]
     return [c["name"] for c in items]
 
 

@@ -10,11 +10,11 @@ import io
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -97,7 +97,7 @@ def test_delete_a_concept_from_its_page(page, demo) -> None:  # noqa: ANN001
     and the API no longer have it, and the demo's own concepts stay."""
     url, key = demo.url, demo.key
     auth, run = {"Authorization": f"Bearer {key}"}, demo.concepts[0]["sae_run_id"]
-    created = httpx.post(f"{url}/api/v1/concepts", headers=auth, timeout=120, json={
+    created = HTTP.post(f"{url}/api/v1/concepts", headers=auth, timeout=120, json={
         "sae_run_id": run, "name": "A trial <b>to delete</b>", "kind": "expression", "expression": "F1 > 0"})
     assert created.status_code == 201, created.text
     concept_id = created.json()["id"]
@@ -116,4 +116,4 @@ def test_delete_a_concept_from_its_page(page, demo) -> None:  # noqa: ANN001
     assert asked and "A trial <b>to delete</b>" in asked[0]  # the name as text, in the confirmation
     listed = page.locator("main").inner_text()
     assert "A trial" not in listed and "Confirmed bronchiolitis (probe)" in listed
-    assert httpx.get(f"{url}/api/v1/concepts/{concept_id}", headers=auth, timeout=60).status_code == 404
+    assert HTTP.get(f"{url}/api/v1/concepts/{concept_id}", headers=auth, timeout=60).status_code == 404

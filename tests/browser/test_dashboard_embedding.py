@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from gateway.demo.corpus import write_csv
 from tests.browser.conftest import shot
-from tests.live import create_key, live_server
+from tests.live import HTTP, create_key, live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,7 +26,7 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
     with live_server(data) as (url, _):
         key = create_key(data, "browser")
         with corpus.open("rb") as f:
-            ds = httpx.post(f"{url}/api/v1/datasets", headers={"Authorization": f"Bearer {key}"},
+            ds = HTTP.post(f"{url}/api/v1/datasets", headers={"Authorization": f"Bearer {key}"},
                             files={"file": ("demo.csv", f)}).json()
         login(page, url, key)
         page.goto(f"{url}/datasets/{ds['id']}")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
 from tests.browser.test_dashboard_sae import demo_embedding_run
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64}
@@ -19,11 +19,11 @@ SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64}
 
 def trained_sae(url: str, key: str, embedding_run_id: int) -> dict:
     h = {"Authorization": f"Bearer {key}"}
-    (run,) = httpx.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": embedding_run_id,
+    (run,) = HTTP.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": embedding_run_id,
                                                                     "config": SMALL}).json()
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
-        run = httpx.get(f"{url}/api/v1/sae-runs/{run['id']}", headers=h).json()
+        run = HTTP.get(f"{url}/api/v1/sae-runs/{run['id']}", headers=h).json()
         if run["status"] in ("succeeded", "failed"):
             assert run["status"] == "succeeded", run
             return run
@@ -36,7 +36,7 @@ def test_reinterpret_button_shows_the_new_name_without_reload(page, demo) -> Non
     url, key = demo.url, demo.key
     run = trained_sae(url, key, demo_embedding_run(demo))
     h = {"Authorization": f"Bearer {key}"}
-    index = httpx.get(f"{url}/api/v1/sae-runs/{run['id']}/features?sort=density&limit=1", headers=h).json()["items"][0]["index"]
+    index = HTTP.get(f"{url}/api/v1/sae-runs/{run['id']}/features?sort=density&limit=1", headers=h).json()["items"][0]["index"]
     login(page, url, key)
     page.goto(f"{url}/sae-runs/{run['id']}/features/{index}")
     assert page.locator("#feature-label .badge-none").inner_text() == "not named yet"
@@ -49,14 +49,14 @@ def test_reinterpret_button_shows_the_new_name_without_reload(page, demo) -> Non
     assert page.evaluate("window.__same_page") is True
     shown = page.locator("#feature-label")  # swapped out of band: the best name, with its reliability
     assert label in shown.inner_text() and shown.locator(".label-ok, .label-unreliable").count() == 1
-    stored = httpx.get(f"{url}/api/v1/sae-runs/{run['id']}/features/{index}/interpretations", headers=h).json()
+    stored = HTTP.get(f"{url}/api/v1/sae-runs/{run['id']}/features/{index}/interpretations", headers=h).json()
     assert [i["label"] for i in stored] == [label]
     shot(page, "feature-reinterpreted")
 
     page.get_by_role("button", name="Re-interpret").click()  # again: a second name, best-of-n shown
     deadline = time.monotonic() + 60
     while len(stored) < 2 and time.monotonic() < deadline:
-        stored = httpx.get(f"{url}/api/v1/sae-runs/{run['id']}/features/{index}/interpretations", headers=h).json()
+        stored = HTTP.get(f"{url}/api/v1/sae-runs/{run['id']}/features/{index}/interpretations", headers=h).json()
         time.sleep(0.2)
     assert len(stored) == 2
     page.reload()

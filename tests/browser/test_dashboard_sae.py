@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def demo_embedding_run(demo) -> int:  # noqa: ANN001
     """The demo's embedding run (400 notes: enough for names scored on 10+ held-out documents)."""
     sae = demo.concepts[0]["sae_run_id"]
-    return httpx.get(f"{demo.url}/api/v1/sae-runs/{sae}", headers={"Authorization": f"Bearer {demo.key}"},
+    return HTTP.get(f"{demo.url}/api/v1/sae-runs/{sae}", headers={"Authorization": f"Bearer {demo.key}"},
                      timeout=60).json()["embedding_run_id"]
 
 

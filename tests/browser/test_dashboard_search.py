@@ -8,11 +8,11 @@ import re
 import time
 from urllib.parse import parse_qs, quote, urlsplit
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -59,8 +59,8 @@ def test_search_page(page, demo) -> None:  # noqa: ANN001
     url, key = demo.url, demo.key
     run_id = demo.concepts[0]["sae_run_id"]
     h = {"Authorization": f"Bearer {key}"}
-    named = httpx.get(f"{url}/api/v1/sae-runs/{run_id}/features?sort=density&reliability=reliable&limit=50",
-                      headers=h).json()["items"] or httpx.get(
+    named = HTTP.get(f"{url}/api/v1/sae-runs/{run_id}/features?sort=density&reliability=reliable&limit=50",
+                      headers=h).json()["items"] or HTTP.get(
         f"{url}/api/v1/sae-runs/{run_id}/features?sort=density&limit=50", headers=h).json()["items"]
     feat = next(f for f in named if typable_word(f["label"]))
     login(page, url, key)

@@ -16,10 +16,10 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import quote
 
-import httpx
 import pytest
 
 from tests.browser.test_dashboard_embedding import login
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -113,9 +113,9 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
     # note matched, and the search page marks that segment.
     h = {"Authorization": f"Bearer {key}"}
     (expr_id,) = [c["id"] for c in concepts if c["kind"] == "expression"]
-    expr = httpx.get(f"{url}/api/v1/concepts/{expr_id}", headers=h, timeout=60).json()
+    expr = HTTP.get(f"{url}/api/v1/concepts/{expr_id}", headers=h, timeout=60).json()
     assert expr["expression"].startswith("SEGMENT(")
-    hits = httpx.post(f"{url}/api/v1/sae-runs/{sae}/search", headers=h,
+    hits = HTTP.post(f"{url}/api/v1/sae-runs/{sae}/search", headers=h,
                       json={"mode": "expression", "expression": expr["expression"]}, timeout=60).json()["items"]
     assert hits and all(h["segment"] and h["segment"]["start"] < h["segment"]["end"] for h in hits)
     first, seg = hits[0], hits[0]["segment"]

@@ -4,11 +4,11 @@ threshold with the precision curve, and the near misses it was scored against; a
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -17,10 +17,10 @@ def test_feature_page_shows_phrase_threshold_curve_and_near_misses(page, demo) -
     url, key = demo.url, demo.key
     h = {"Authorization": f"Bearer {key}"}
     run = demo.concepts[0]["sae_run_id"]
-    items = httpx.get(f"{url}/api/v1/sae-runs/{run}/features?sort=score&reliability=reliable&limit=50", headers=h,
+    items = HTTP.get(f"{url}/api/v1/sae-runs/{run}/features?sort=score&reliability=reliable&limit=50", headers=h,
                       timeout=60).json()["items"]
     feature = next(f for f in items if f["threshold"] is not None)
-    detail = httpx.get(f"{url}/api/v1/sae-runs/{run}/features/{feature['index']}/interpretations", headers=h,
+    detail = HTTP.get(f"{url}/api/v1/sae-runs/{run}/features/{feature['index']}/interpretations", headers=h,
                        timeout=60).json()
     best = next(i for i in detail if i["label"] == feature["label"])
     assert best["threshold"] == feature["threshold"] and best["precision_curve"] and best["keywords"]
@@ -47,7 +47,7 @@ def test_feature_page_shows_phrase_threshold_curve_and_near_misses(page, demo) -
     shot(page, "feature-names")
     assert not page.console_errors
 
-    skipped = httpx.get(f"{url}/api/v1/sae-runs/{run}/features?reliability=unnamed&limit=500", headers=h,
+    skipped = HTTP.get(f"{url}/api/v1/sae-runs/{run}/features?reliability=unnamed&limit=500", headers=h,
                         timeout=60).json()["items"]
     reasons = [f for f in skipped if f["skip_reason"]]
     assert len(reasons) == len(skipped)  # after the job: every feature named, or told why not

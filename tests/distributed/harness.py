@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.live import free_port
+from tests.live import HTTP, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PRISMA = str(Path(sys.executable).parent / "prisma")
@@ -167,7 +167,7 @@ class Deployment:
 
     def healthy(self, name: str) -> bool:
         try:
-            return httpx.get(f"{self.url(name)}/health", timeout=2).status_code == 200
+            return HTTP.get(f"{self.url(name)}/health", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -213,10 +213,10 @@ class Deployment:
 
     # -- the API, as a client ----------------------------------------------------------
     def get(self, path: str, **kw) -> httpx.Response:  # noqa: ANN003
-        return httpx.get(f"{self.url()}{path}", headers=self.headers(), timeout=30, **kw)
+        return HTTP.get(f"{self.url()}{path}", headers=self.headers(), timeout=30, **kw)
 
     def post(self, path: str, **kw) -> httpx.Response:  # noqa: ANN003
-        return httpx.post(f"{self.url()}{path}", headers=self.headers(), timeout=120, **kw)
+        return HTTP.post(f"{self.url()}{path}", headers=self.headers(), timeout=120, **kw)
 
     def wait_done(self, path: str, timeout: float = 240) -> dict:
         deadline = time.monotonic() + timeout

@@ -7,11 +7,11 @@ import csv
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.distributed.conftest import N_NOTES
 from tests.distributed.harness import Deployment
+from tests.live import HTTP
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -65,11 +65,11 @@ def test_gateway_processes_share_sessions(deployment: Deployment) -> None:
     dep = deployment
     assert dep.procs["gateway"].log_text().count("Started server process") >= 2, "one gateway process only"
     for _ in range(8):  # a new connection per request: the kernel spreads them over the processes
-        form = httpx.get(f"{dep.url()}/login", timeout=30)
+        form = HTTP.get(f"{dep.url()}/login", timeout=30)
         token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
-        login = httpx.post(f"{dep.url()}/login", cookies=form.cookies, timeout=30,
+        login = HTTP.post(f"{dep.url()}/login", cookies=form.cookies, timeout=30,
                            data={"key": dep.api_key, "csrf_token": token, "next": "/datasets"})
         assert login.status_code == 303, login.text[:300]
         for _ in range(3):
-            page = httpx.get(f"{dep.url()}/datasets", cookies=login.cookies, timeout=30)
+            page = HTTP.get(f"{dep.url()}/datasets", cookies=login.cookies, timeout=30)
             assert page.status_code == 200 and "Datasets" in page.text

@@ -8,11 +8,10 @@ import signal
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
-from tests.live import create_key, live_server
+from tests.live import HTTP, create_key, live_server
 
 pytestmark = pytest.mark.slow
 N_DOCS, SHARD = 48, 4  # 12 shards: the kill lands mid-run
@@ -28,8 +27,8 @@ def notes_csv(path: Path) -> Path:
 def start_run(url: str, key: str, csv: Path) -> tuple[dict, dict]:
     h = {"Authorization": f"Bearer {key}"}
     with csv.open("rb") as f:
-        ds = httpx.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("n.csv", f)}).json()
-    run = httpx.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"], "shard_size": SHARD},
+        ds = HTTP.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("n.csv", f)}).json()
+    run = HTTP.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"], "shard_size": SHARD},
                      timeout=120).json()
     return ds, run
 
@@ -38,7 +37,7 @@ def wait_done(url: str, key: str, run_id: int, timeout: float = 300) -> dict:
     h = {"Authorization": f"Bearer {key}"}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        run = httpx.get(f"{url}/api/v1/embedding-runs/{run_id}", headers=h).json()
+        run = HTTP.get(f"{url}/api/v1/embedding-runs/{run_id}", headers=h).json()
         if run["status"] in ("succeeded", "failed", "cancelled"):
             return run
         time.sleep(0.3)

@@ -13,7 +13,7 @@ import pytest
 
 from contracts.interpret import ScoringConfig
 from tests.conftest import REPO_ROOT
-from tests.live import PRISMA, free_port, stop
+from tests.live import HTTP, PRISMA, free_port, stop
 
 from tests.gateway.polling import wait_done
 from tests.gateway.test_sae_runs import SMALL, embedding_run  # noqa: F401 - fixture
@@ -101,7 +101,7 @@ def start_service(name: str, env: dict[str, str], log: Path) -> tuple[str, subpr
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-2000:]
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+            if HTTP.get(f"{url}/health", timeout=1).status_code == 200:
                 return url, proc
         except httpx.HTTPError:
             time.sleep(0.2)

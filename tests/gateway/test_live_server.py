@@ -9,10 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.live import create_key, live_server, peak_rss_bytes
+from tests.live import HTTP, create_key, live_server, peak_rss_bytes
 
 pytestmark = pytest.mark.slow
 MB = 1024 * 1024
@@ -63,11 +62,11 @@ def test_300mb_upload_with_bounded_memory(tmp_path: Path) -> None:
     with live_server(data) as (url, proc):
         key = create_key(data, "mem")
         headers = {"Authorization": f"Bearer {key}"}
-        warm = httpx.post(f"{url}/api/v1/datasets", headers=headers, files={"file": ("w.csv", b"text\nwarm up\n")})
+        warm = HTTP.post(f"{url}/api/v1/datasets", headers=headers, files={"file": ("w.csv", b"text\nwarm up\n")})
         assert warm.status_code == 201
         before = peak_rss_bytes(proc.pid)
         with big.open("rb") as f:
-            resp = httpx.post(f"{url}/api/v1/datasets", headers=headers, files={"file": ("big.csv", f)}, timeout=600)
+            resp = HTTP.post(f"{url}/api/v1/datasets", headers=headers, files={"file": ("big.csv", f)}, timeout=600)
         assert resp.status_code == 201, resp.text
         assert resp.json()["n_documents"] == n_docs
         growth = peak_rss_bytes(proc.pid) - before
@@ -81,12 +80,12 @@ def test_logs_never_hold_document_text(tmp_path: Path) -> None:
     with live_server(data, log_path=log_path) as (url, _):
         key = create_key(data, "logs")
         h = {"Authorization": f"Bearer {key}"}
-        ok = httpx.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("a.csv", f"text\n{secret}\n".encode())})
+        ok = HTTP.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("a.csv", f"text\n{secret}\n".encode())})
         assert ok.status_code == 201
-        bad = httpx.post(f"{url}/api/v1/datasets", headers=h,
+        bad = HTTP.post(f"{url}/api/v1/datasets", headers=h,
                          files={"file": ("b.csv", f"id,text\n1,{secret}\n1,{secret}\n".encode())})
         assert bad.status_code == 422
-        httpx.get(f"{url}/api/v1/datasets/{ok.json()['id']}/documents", headers=h)
+        HTTP.get(f"{url}/api/v1/datasets/{ok.json()['id']}/documents", headers=h)
     log = log_path.read_text()
     assert '"msg": "request"' in log and "dataset imported" in log  # the log really was written
     assert "ZXQWERTY" not in log

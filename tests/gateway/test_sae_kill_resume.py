@@ -8,11 +8,10 @@ import signal
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from gateway.demo.corpus import write_csv
-from tests.live import create_key, live_server
+from tests.live import HTTP, create_key, live_server
 
 pytestmark = pytest.mark.slow
 CONFIG = {"expansion_factor": 2, "k": 8, "max_steps": 300, "batch_size": 32, "checkpoint_every_steps": 25}
@@ -20,15 +19,15 @@ CONFIG = {"expansion_factor": 2, "k": 8, "max_steps": 300, "batch_size": 32, "ch
 
 def embed(url: str, h: dict, corpus: Path) -> int:
     with corpus.open("rb") as f:
-        ds = httpx.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("c.csv", f)}).json()
-    run = httpx.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"]}, timeout=120).json()
+        ds = HTTP.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("c.csv", f)}).json()
+    run = HTTP.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"]}, timeout=120).json()
     return wait(url, h, f"/api/v1/embedding-runs/{run['id']}")["id"]
 
 
 def wait(url: str, h: dict, path: str, timeout: float = 300) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        obj = httpx.get(f"{url}{path}", headers=h).json()
+        obj = HTTP.get(f"{url}{path}", headers=h).json()
         if obj["status"] in ("succeeded", "failed", "cancelled"):
             assert obj["status"] == "succeeded", obj
             return obj
@@ -37,7 +36,7 @@ def wait(url: str, h: dict, path: str, timeout: float = 300) -> dict:
 
 
 def train(url: str, h: dict, emb_id: int, config: dict) -> int:
-    return httpx.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": emb_id, "config": config}).json()[0]["id"]
+    return HTTP.post(f"{url}/api/v1/sae-runs", headers=h, json={"embedding_run_id": emb_id, "config": config}).json()[0]["id"]
 
 
 def test_killed_server_resumes_sae_training(tmp_path: Path) -> None:
@@ -61,7 +60,7 @@ def test_killed_server_resumes_sae_training(tmp_path: Path) -> None:
 
     with live_server(data) as (url, _):
         resumed = wait(url, h, f"/api/v1/sae-runs/{run_id}")
-        job = httpx.get(f"{url}/api/v1/jobs/{resumed['job_id']}", headers=h).json()
+        job = HTTP.get(f"{url}/api/v1/jobs/{resumed['job_id']}", headers=h).json()
     assert job["attempts"] == 2
     assert resumed["loss_curve"][-1]["step"] == CONFIG["max_steps"]
     for key in ("fvu", "explained_variance", "dead_fraction", "l0"):
