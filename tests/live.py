@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +18,13 @@ import httpx
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PRISMA = str(Path(sys.executable).parent / "prisma")
 
-HTTP = httpx.Client(timeout=30)
+HTTP = httpx.Client(timeout=30, cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])))
 """One client for the suite's calls to its loopback servers. `httpx.get` builds a client, and with it a TLS
 context from the CA bundle, for every call: about 40 ms of CPU on a fast core, which the polling loops (every
-0.2-0.5 s, for minutes in all) paid beside the servers they were waiting for on two cores."""
+0.2-0.5 s, for minutes in all) paid beside the servers they were waiting for on two cores. It keeps no cookie:
+every server of the suite is 127.0.0.1, and a session one test's login set must not reach another's request.
+A test that needs a new connection per request (to reach several processes on one port) or cookies makes its
+own client."""
 
 
 def _ephemeral_range() -> tuple[int, int]:

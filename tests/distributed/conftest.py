@@ -12,8 +12,8 @@ from gateway.demo.corpus import generate_notes
 from tests.conftest import create_pg_database, drop_pg_database
 from tests.distributed.harness import Deployment
 
-N_NOTES = 96
-SHARD = 8  # 12 shards: a kill lands mid-run
+N_NOTES = 72
+SHARD = 6  # 12 shards: a kill lands mid-run
 # Long enough to be killed mid-training (checkpoints every 25 steps), short on two shared cores.
 SAE_CONFIG = {"expansion_factor": 2, "k": 8, "max_steps": 200, "batch_size": 32, "checkpoint_every_steps": 25}
 

@@ -7,6 +7,7 @@ import csv
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.distributed.conftest import N_NOTES
@@ -64,12 +65,13 @@ def test_gateway_processes_share_sessions(deployment: Deployment) -> None:
     process each new connection reaches."""
     dep = deployment
     assert dep.procs["gateway"].log_text().count("Started server process") >= 2, "one gateway process only"
-    for _ in range(8):  # a new connection per request: the kernel spreads them over the processes
-        form = HTTP.get(f"{dep.url()}/login", timeout=30)
+    for _ in range(8):  # a new connection per request (httpx.get: no pooled connection, no cookie jar):
+        # the kernel spreads them over the processes
+        form = httpx.get(f"{dep.url()}/login", timeout=30)
         token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
-        login = HTTP.post(f"{dep.url()}/login", cookies=form.cookies, timeout=30,
+        login = httpx.post(f"{dep.url()}/login", cookies=form.cookies, timeout=30,
                            data={"key": dep.api_key, "csrf_token": token, "next": "/datasets"})
         assert login.status_code == 303, login.text[:300]
         for _ in range(3):
-            page = HTTP.get(f"{dep.url()}/datasets", cookies=login.cookies, timeout=30)
+            page = httpx.get(f"{dep.url()}/datasets", cookies=login.cookies, timeout=30)
             assert page.status_code == 200 and "Datasets" in page.text
