@@ -8,9 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
