@@ -102,6 +102,8 @@ def test_top_contributions_order_and_padding():
 
 
 def test_c_is_chosen_on_a_stratified_sample_and_the_probe_is_fitted_on_all(monkeypatch):
+    from sklearn.linear_model import LogisticRegression
+
     import gateway.domain.concepts.probe as probe_mod
 
     monkeypatch.setattr(probe_mod, "CV_MAX_EXAMPLES", 400)
@@ -111,13 +113,13 @@ def test_c_is_chosen_on_a_stratified_sample_and_the_probe_is_fitted_on_all(monke
     assert xs.shape[0] == len(ys) == 400 and abs(ys.mean() - y.mean()) < 0.01
     assert probe_mod.cv_sample(x[:300], y[:300], seed=0)[0].shape[0] == 300  # under the cap: all of them
     seen: list[int] = []
-    real = probe_mod.LogisticRegression.fit
+    real = LogisticRegression.fit
 
     def spy(self, X, Y, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202, N803
         seen.append(X.shape[0])
         return real(self, X, Y, *args, **kw)
 
-    monkeypatch.setattr(probe_mod.LogisticRegression, "fit", spy)
+    monkeypatch.setattr(LogisticRegression, "fit", spy)  # the class probe.py imports where it fits
     probe = fit_probe(x, y, seed=0)
     assert seen[-1] == 1000 and all(n <= 400 for n in seen[:-1])
     assert probe.coef[0, 5] > 0

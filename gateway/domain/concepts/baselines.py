@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import regex
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sqlalchemy.orm import Session, sessionmaker
 
 from contracts.concepts import Examples
@@ -35,6 +32,10 @@ from gateway.domain.concepts.examples import Labelled
 from gateway.domain.concepts.probe import binary_metrics, f1_difference
 from gateway.domain.concepts.scope import SegmentScope
 from gateway.domain.concepts.texts import texts_at
+
+if TYPE_CHECKING:  # scikit-learn is imported where it is used (probe.py says why)
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
 
 MAX_TFIDF_TRAIN = 50_000  # training texts for TF-IDF; more are sampled down (seeded)
 # C of the TF-IDF baseline's logistic regression: chosen by CV, as a user tuning it would (the default C = 1 scored
@@ -93,6 +94,9 @@ def tfidf_c(x: Any, y: np.ndarray, seed: int) -> float:
     """The logistic regression's C by stratified 3-fold CV on F1 over TFIDF_CS, on at most TFIDF_CV_MAX of the
     training rows (drawn with `seed`): what a user who tunes the words' model would choose. 1.0 when a class has
     fewer rows than folds."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
     rows = np.arange(len(y))
     if len(rows) > TFIDF_CV_MAX:
         rows = np.sort(np.random.default_rng(seed).choice(len(rows), TFIDF_CV_MAX, replace=False))
@@ -106,6 +110,9 @@ def tfidf_c(x: Any, y: np.ndarray, seed: int) -> float:
 
 def _fit_tfidf(texts: list[str], y: np.ndarray, seed: int) -> tuple[TfidfVectorizer, LogisticRegression] | None:
     """TF-IDF 1-2-grams + balanced LR with C by CV (`tfidf_c`), or None when no term occurs in two of the texts."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
     try:
         vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2, token_pattern=TFIDF_TOKENS)
         x = vectorizer.fit_transform(texts)

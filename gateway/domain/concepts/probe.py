@@ -9,14 +9,16 @@ only; every figure reported is on the held-out split, which the probe never saw.
 from __future__ import annotations
 
 import warnings
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-from sklearn.metrics import average_precision_score, confusion_matrix, f1_score, precision_recall_curve
-from sklearn.model_selection import StratifiedKFold, train_test_split
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
+
+# scikit-learn is imported where it is used: importing it took 0.75 s of every gateway start (`prisma serve`,
+# each of the test suite's servers), which needs it only once a concept is made or read.
 
 # The C grid: from a handful of features to lightly regularised. Larger C buys nothing the
 # one-standard-error rule would pick, and liblinear crawls there on separable classes.
@@ -39,6 +41,8 @@ class Split(NamedTuple):
 
 def heldout_split(y: np.ndarray, *, test_fraction: float, seed: int) -> Split:
     """A stratified split, the same for the same labels, fraction and seed."""
+    from sklearn.model_selection import train_test_split
+
     idx = np.arange(len(y))
     train, test = train_test_split(idx, test_size=test_fraction, random_state=seed, stratify=y)
     return Split(np.sort(train), np.sort(test))
@@ -71,6 +75,8 @@ class FittedProbe(NamedTuple):
 
 def cv_sample(x: sp.csr_matrix, y: np.ndarray, *, seed: int) -> tuple[sp.csr_matrix, np.ndarray]:
     """At most CV_MAX_EXAMPLES rows, stratified by y (seeded); all of them when fewer."""
+    from sklearn.model_selection import train_test_split
+
     if len(y) <= CV_MAX_EXAMPLES:
         return x, y
     keep, _ = train_test_split(np.arange(len(y)), train_size=CV_MAX_EXAMPLES, stratify=y, random_state=seed)
@@ -81,6 +87,10 @@ def cv_sample(x: sp.csr_matrix, y: np.ndarray, *, seed: int) -> tuple[sp.csr_mat
 def _fit_binary(x: sp.csr_matrix, y: np.ndarray, *, seed: int, cs: np.ndarray, max_iter: int,
                 one_se: bool) -> tuple[LogisticRegression, float, float, bool]:
     """(model, C, mean CV F1 at C, converged) for y in {0, 1}."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+
     x_cv, y_cv = cv_sample(x, y, seed=seed)
     folds = max(min(CV_FOLDS, int(np.bincount(y_cv).min())), 2)
     cv = LogisticRegressionCV(
@@ -128,6 +138,8 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 def binary_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
     """Precision, recall, F1 of the positive class (1) and the confusion matrix, as plain numbers."""
+    from sklearn.metrics import confusion_matrix
+
     tn, fp, fn, tp = (int(v) for v in confusion_matrix(y_true, y_pred, labels=[0, 1]).ravel())
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
@@ -182,12 +194,16 @@ def _cell_f1(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def macro_f1(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    from sklearn.metrics import f1_score
+
     return float(f1_score(y_true, y_pred, average="macro"))
 
 
 def pr_curve(y_true: np.ndarray, scores: np.ndarray, *, max_points: int = PR_POINTS) -> dict[str, Any]:
     """Precision-recall curve of the scores on held-out documents, thinned evenly along the curve,
     with the average precision (area under the step curve)."""
+    from sklearn.metrics import average_precision_score, precision_recall_curve
+
     if len(np.unique(y_true)) < 2:
         return {"precision": [], "recall": [], "thresholds": [], "average_precision": None}
     precision, recall, thresholds = precision_recall_curve(y_true, scores)
