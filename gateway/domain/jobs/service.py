@@ -65,13 +65,15 @@ def to_out(job: Job) -> JobOut:
 
 
 class JobRecorder:
-    """Writes one job's state transitions and progress to the database (throttled)."""
+    """Writes one job's state transitions and progress to the database (throttled). The last progress a
+    throttle held back is written with the job's end, so that a finished job shows where it finished."""
 
     def __init__(self, factory: sessionmaker[Session], job_id: str, *, min_interval_s: float = 0.5) -> None:
         self.factory = factory
         self.job_id = job_id
         self.min_interval_s = min_interval_s
         self._last_write = 0.0
+        self._held: Progress | None = None  # the newest progress the throttle kept from the database
         self._last_cancel_check = 0.0
         self._cancelled = False
 
@@ -104,13 +106,11 @@ class JobRecorder:
     def progress(self, p: Progress, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_write < self.min_interval_s:
+            self._held = p
             return
-        self._last_write = now
+        self._last_write, self._held = now, None
         try:
-            self._update(
-                progress_done=p.done, progress_total=p.total, progress_unit=p.unit,
-                rate=p.rate, eta_seconds=p.eta_seconds, message=p.message,
-            )
+            self._update(**_progress_fields(p))
         except OperationalError:  # database restarting: progress is advisory, the next write catches up
             log.warning("progress not recorded: database unavailable", extra={"job_id": self.job_id})
 
@@ -128,14 +128,26 @@ class JobRecorder:
             log.warning("cancel state not read: database unavailable", extra={"job_id": self.job_id})
         return self._cancelled
 
+    def _held_fields(self) -> dict[str, Any]:
+        """The progress the throttle held back, as columns (nothing when the last report was written)."""
+        held, self._held = self._held, None
+        return {} if held is None else _progress_fields(held)
+
     def succeed(self, result: dict[str, Any]) -> None:
-        self._update(status=JobStatus.succeeded.value, result=result, finished_at=utcnow(), eta_seconds=0.0)
+        self._update(**self._held_fields() | {"status": JobStatus.succeeded.value, "result": result,
+                                               "finished_at": utcnow(), "eta_seconds": 0.0})
 
     def fail(self, error: str) -> None:
-        self._update(status=JobStatus.failed.value, error=error[:4000], finished_at=utcnow())
+        self._update(**self._held_fields() | {"status": JobStatus.failed.value, "error": error[:4000],
+                                               "finished_at": utcnow()})
 
     def cancelled(self) -> None:
-        self._update(status=JobStatus.cancelled.value, finished_at=utcnow())
+        self._update(**self._held_fields() | {"status": JobStatus.cancelled.value, "finished_at": utcnow()})
+
+
+def _progress_fields(p: Progress) -> dict[str, Any]:
+    return {"progress_done": p.done, "progress_total": p.total, "progress_unit": p.unit, "rate": p.rate,
+            "eta_seconds": p.eta_seconds, "message": p.message}
 
 
 def request_cancel(session: Session, *, job_id: str) -> Job:
