@@ -32,6 +32,10 @@ def test_feature_page_shows_phrase_threshold_curve_and_near_misses(page, demo) -
     assert best["calibration"] == "strongest_and_sample"  # the naming job counted the feature's strongest segments
     assert "the feature's strongest, each counted" in page.locator("#name-threshold").inner_text()
     assert page.locator("#precision-curve tbody tr").count() == len(best["precision_curve"])
+    # each row's activation as the curve holds it (to 4 decimals: at 3, neighbouring points of a demo feature
+    # read the same, "0.063" twice)
+    shown = page.locator("#precision-curve tbody tr td:first-child").all_inner_texts()
+    assert shown == [f"{t:.4f}" for t, _, _ in best["precision_curve"]]
     # how many segments it holds on, which decided who keeps a shared name: in the API and on the page
     assert best["holds_on"] is not None and best["holds_on"] > 0
     assert f"{best['holds_on']:,}" in page.locator("#holds-on").inner_text()
