@@ -128,21 +128,19 @@ class JobRecorder:
             log.warning("cancel state not read: database unavailable", extra={"job_id": self.job_id})
         return self._cancelled
 
-    def _held_fields(self) -> dict[str, Any]:
-        """The progress the throttle held back, as columns (nothing when the last report was written)."""
+    def _end(self, **fields: Any) -> None:
+        """A terminal transition, written with the progress the throttle held back (if any)."""
         held, self._held = self._held, None
-        return {} if held is None else _progress_fields(held)
+        self._update(**({} if held is None else _progress_fields(held)) | fields)
 
     def succeed(self, result: dict[str, Any]) -> None:
-        self._update(**self._held_fields() | {"status": JobStatus.succeeded.value, "result": result,
-                                               "finished_at": utcnow(), "eta_seconds": 0.0})
+        self._end(status=JobStatus.succeeded.value, result=result, finished_at=utcnow(), eta_seconds=0.0)
 
     def fail(self, error: str) -> None:
-        self._update(**self._held_fields() | {"status": JobStatus.failed.value, "error": error[:4000],
-                                               "finished_at": utcnow()})
+        self._end(status=JobStatus.failed.value, error=error[:4000], finished_at=utcnow())
 
     def cancelled(self) -> None:
-        self._update(**self._held_fields() | {"status": JobStatus.cancelled.value, "finished_at": utcnow()})
+        self._end(status=JobStatus.cancelled.value, finished_at=utcnow())
 
 
 def _progress_fields(p: Progress) -> dict[str, Any]:
