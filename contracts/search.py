@@ -157,7 +157,8 @@ class SearchErrorOut(BaseModel):
     expected: list[str] = Field(default_factory=list, description="What the grammar accepts at that place.")
     index: int | None = Field(default=None, description="A feature index out of range.")
     n_features: int | None = None
-    candidates: list[Candidate] = Field(default_factory=list, description="Features an unknown label could mean.")
+    candidates: list[Candidate] = Field(default_factory=list, description="Features an unknown label could mean, "
+                                       "or that plain words typed as an expression could name.")
 
 
 class ReadFeature(FeatureHit):

@@ -113,7 +113,8 @@ def error_view(text: str, exc: Exception) -> dict[str, Any]:
     offset = sum(len(earlier) + 1 for earlier in lines[: line - 1]) + at  # in the whole text, for the caret
     return {"message": getattr(exc, "message", str(exc)), "line": line, "column": column, "offset": offset,
             "before": source[:at], "at": source[at:at + 1] or " ", "after": source[at + 1:],
-            "expected": getattr(exc, "expected", []), "candidates": getattr(exc, "candidates", [])}
+            "expected": getattr(exc, "expected", []), "candidates": getattr(exc, "candidates", []),
+            "suggestion": getattr(exc, "suggestion", None), "words": getattr(exc, "words", None)}
 
 
 def highlighted(hit: DocumentHit) -> Excerpt:

@@ -37,6 +37,19 @@ class FeatureOutOfRange(ValueError):
         self.index, self.n_features, self.message, self.line, self.column = index, n_features, message, line, column
 
 
+class PlainWords(ExpressionError):
+    """Words that are not an expression (`bronchiolite`, `wheezing infant`): what a user typing a name or a
+    phrase into the expression box meant is `label:"…"` or a search by text, so the error says so, with the
+    features of that name or the closest names as `candidates` ((index, label) pairs)."""
+
+    def __init__(self, words: str, suggestion: str, candidates: list[tuple[int, str]], *, line: int, column: int,
+                 expected: list[str]) -> None:
+        message = (f"{words!r} is words, not an expression: {suggestion} finds the features of that name; "
+                   "to find documents that read like it, search documents like a text")
+        super().__init__(message, line=line, column=column, expected=expected)
+        self.words, self.suggestion, self.candidates = words, suggestion, candidates
+
+
 class UnknownFamilyError(ValueError):
     """`family:<id>` names no family of this SAE run."""
 

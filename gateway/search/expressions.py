@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import operator
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -36,14 +37,15 @@ import scipy.sparse as sp
 from gateway.search import ast
 from gateway.search.ast import Expression
 from gateway.search.errors import (
-    ExpressionError, FeatureOutOfRange, NoSegmentCodes, UnknownFamilyError, UnknownLabelError,
+    ExpressionError, FeatureOutOfRange, NoSegmentCodes, PlainWords, UnknownFamilyError, UnknownLabelError,
 )
-from gateway.search.label_rank import selected
+from gateway.search.label_rank import quoted_label, selected
 from gateway.search.parser import parse
 
 __all__ = [
-    "Expression", "ExpressionError", "FeatureOutOfRange", "Match", "NoSegmentCodes", "SearchSpace", "SegmentCodes",
-    "UnknownFamilyError", "UnknownLabelError", "evaluate", "parse", "resolve_labels",
+    "Expression", "ExpressionError", "FeatureOutOfRange", "Match", "NoSegmentCodes", "PlainWords", "SearchSpace",
+    "SegmentCodes", "UnknownFamilyError", "UnknownLabelError", "evaluate", "label_matches", "parse", "parse_in",
+    "resolve_labels",
 ]
 
 COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -168,25 +170,54 @@ class _Condition(NamedTuple):
     segment: np.ndarray | None  # int64 [rows]: a matching segment (-1: none), only where mask; None without SEGMENT
 
 
+def label_matches(space: SearchSpace, label: str) -> tuple[str, list[tuple[int, str]]]:
+    """The features `label` could name, as (how, [(index, label)]): "exact" (its namesakes, case-insensitive,
+    reliable ones first), else "within" (the labels containing it, the tightest first), else "close" (the
+    closest labels, difflib, at most 5; none when nothing is close)."""
+    needle = label.strip().casefold()
+    folded = space.folded_labels()
+    exact = [(i, lab) for i, lab, f in folded if f == needle]
+    if exact:
+        return "exact", sorted(exact, key=lambda c: (c[0] not in space.reliable, c[0]))
+    within = sorted(((i, lab) for i, lab, f in folded if needle and needle in f), key=lambda c: (len(c[1]), c[0]))
+    if within:
+        return "within", within
+    close = difflib.get_close_matches(needle, [f for _, _, f in folded], n=5, cutoff=0.5)
+    return "close", [(i, lab) for c in close for i, lab, f in folded if f == c][:5]
+
+
 def resolve_labels(space: SearchSpace, label: str, *, line: int = 1, column: int = 1) -> list[int]:
     """The features whose label is `label` (case-insensitive; every one of them: several features may
     share a name, as three "bronchiolite" do in the demo, and `label:` then reads their largest
     activation, as `family:` does), else the one feature whose label contains it; several containing
     it or none → UnknownLabelError with the candidates (the closest labels when none)."""
-    needle = label.strip().casefold()
-    folded = space.folded_labels()
-    exact = [i for i, _, f in folded if f == needle]
-    if exact:  # one meaning per name among reliable features: an unreliable namesake is not what it means
-        return [i for i in exact if i in space.reliable] or exact
-    within = [(i, lab) for i, lab, f in folded if needle and needle in f]
-    if len(within) == 1:
-        return [within[0][0]]
-    if within:
-        within.sort(key=lambda c: (len(c[1]), c[0]))  # the tightest labels first
-        raise UnknownLabelError(label, within, ambiguous=True, line=line, column=column)
-    close = difflib.get_close_matches(needle, [f for _, _, f in folded], n=5, cutoff=0.5)
-    candidates = [(i, lab) for c in close for i, lab, f in folded if f == c][:5]
-    raise UnknownLabelError(label, candidates, ambiguous=False, line=line, column=column)
+    how, found = label_matches(space, label)
+    if how == "exact":  # one meaning per name among reliable features: an unreliable namesake is not what it means
+        return [i for i, _ in found if i in space.reliable] or [i for i, _ in found]
+    if how == "within" and len(found) == 1:
+        return [found[0][0]]
+    raise UnknownLabelError(label, found, ambiguous=how == "within", line=line, column=column)
+
+
+#: Letters first, then letters, digits, spaces, hyphens and apostrophes: a name or a phrase, not an expression
+#: (an expression starts with F<n>, label:, family:, any(, SEGMENT(, NOT, a number, a sign or a parenthesis).
+_WORDS = re.compile(r"[^\W\d_][\w'’ -]{0,199}")
+_KEYWORDS = re.compile(r"\b(?:and|or|not)\b", re.IGNORECASE)
+
+
+def parse_in(text: str, space: SearchSpace) -> Expression:
+    """`parse`, except that plain words (`bronchiolite`) are a PlainWords error suggesting `label:"…"`, with the
+    features of that name or the closest names: what a user who typed a name into the expression box meant."""
+    try:
+        return parse(text)
+    except ExpressionError as exc:
+        words, first = " ".join(text.split()), len(text) - len(text.lstrip())
+        at_first = (exc.line, exc.column) == (text.count("\n", 0, first) + 1, first - text.rfind("\n", 0, first))
+        if not (at_first and _WORDS.fullmatch(words)) or _KEYWORDS.search(words):  # F1 fever: F1 is an expression
+            raise
+        _, candidates = label_matches(space, words)
+        raise PlainWords(words, quoted_label(words), candidates[:10], line=exc.line, column=exc.column,
+                         expected=exc.expected) from None
 
 
 def _f64(value: np.ndarray | np.float64) -> np.ndarray | np.float64:
@@ -353,9 +384,10 @@ def evaluate(text_or_expr: str | Expression, space: SearchSpace) -> Match:
     SEGMENT(c) scores the best of c's scores over the document's segments that satisfy c, and
     `segment` names that segment (under AND / OR, the higher-scoring SEGMENT's; none under NOT).
 
-    Raises ExpressionError (NoSegmentCodes: SEGMENT on a run without segment codes),
+    Raises ExpressionError (NoSegmentCodes: SEGMENT on a run without segment codes; PlainWords: words, not
+    an expression),
     UnknownLabelError, FeatureOutOfRange, UnknownFamilyError."""
-    expr = parse(text_or_expr) if isinstance(text_or_expr, str) else text_or_expr
+    expr = parse_in(text_or_expr, space) if isinstance(text_or_expr, str) else text_or_expr
     ev = _Evaluator(space)
     mask, score, segment = ev.condition(expr.root)
     return Match(mask=np.array(mask, dtype=bool), score=np.asarray(score, dtype=np.float32).copy(),

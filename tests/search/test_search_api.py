@@ -71,6 +71,23 @@ async def test_a_parse_error_lists_what_was_expected(client, auth, seeded) -> No
     assert "unexpected character '&'" in body["detail"] and "AND" in body["expected"] and "OR" in body["expected"]
 
 
+async def test_words_typed_as_an_expression_are_told_what_they_could_mean(client, auth, seeded) -> None:  # noqa: ANN001
+    """A name typed into the expression box: the 422 suggests label:"…" and lists the features of that name
+    (or those whose names hold it, or the closest); an expression that merely fails to parse does not."""
+    exact = (await search(client, auth, seeded.run_id, mode="expression", expression=" Bronchiolitis ")).json()
+    assert exact["field"] == "expression" and exact["line"] == 1 and exact["column"] == 2, exact
+    assert 'label:"Bronchiolitis" finds the features of that name' in exact["detail"], exact
+    assert exact["candidates"] == [{"index": 0, "label": "bronchiolitis"}]
+    within = (await search(client, auth, seeded.run_id, mode="expression", expression="suspected")).json()
+    assert within["candidates"] == [{"index": 1, "label": "suspected bronchiolitis"}], within
+    close = (await search(client, auth, seeded.run_id, mode="expression", expression="feverr")).json()
+    assert 'label:"feverr"' in close["detail"] and close["candidates"] == [{"index": 3, "label": "fever"}], close
+    assert (await search(client, auth, seeded.run_id, mode="expression", expression="zzzz qqqq")).json()["candidates"] == []
+    for expression in ("fever AND", "F1 AND fever", "F1 fever", "fever > 0.3"):  # an expression gone wrong: no guess
+        body = (await search(client, auth, seeded.run_id, mode="expression", expression=expression)).json()
+        assert "is words, not an expression" not in body["detail"] and body["candidates"] == [], (expression, body)
+
+
 async def test_bad_bodies_name_the_field(client, auth, seeded) -> None:  # noqa: ANN001
     for body, field in [({"mode": "sql", "query": "x"}, "body.mode"), ({"expression": "F1"}, "body.mode"),
                         ({"mode": "expression"}, "body.expression.expression"),

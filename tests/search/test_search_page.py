@@ -38,6 +38,13 @@ async def test_an_error_is_marked_where_it_occurs(client, auth, seeded) -> None:
     assert "Expected:" in resp.text and "<code>&#39;)&#39;</code>" in resp.text
     unknown = await client.get(f"/sae-runs/{seeded.run_id}/search", params={"q": 'label:"bronch"'}, headers=auth)
     assert unknown.status_code == 422 and "Did you mean" in unknown.text and "F1 “suspected bronchiolitis”" in unknown.text
+    words = await client.get(f"/sae-runs/{seeded.run_id}/search", params={"q": "bronchiolitis"}, headers=auth)
+    assert words.status_code == 422 and "is words, not an expression" in words.text
+    links = dict((html.unescape(t), html.unescape(h)) for h, t in
+                 re.findall(r'<a href="\?([^"]+)">(?:<code>)?([^<]+)', words.text))
+    assert parse_qs(links['label:"bronchiolitis"']) == {"mode": ["expression"], "q": ['label:"bronchiolitis"']}
+    assert parse_qs(links["documents like “bronchiolitis”"]) == {"mode": ["text"], "q": ["bronchiolitis"]}
+    assert "Did you mean" in words.text and "F0 “bronchiolitis”" in words.text
     wrong = await client.get(f"/sae-runs/{seeded.run_id}/search?q=F99", headers=auth)
     assert wrong.status_code == 422 and "F99 is out of range" in wrong.text
 

@@ -84,7 +84,8 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ExpressionError)
     async def expression_error(_: Request, exc: ExpressionError) -> JSONResponse:
         return _error(422, str(exc), field="expression", locator=f"line {exc.line}, column {exc.column}",
-                      line=exc.line, column=exc.column, expected=exc.expected)
+                      line=exc.line, column=exc.column, expected=exc.expected,
+                      candidates=[Candidate(index=i, label=lab) for i, lab in getattr(exc, "candidates", [])])
 
     @app.exception_handler(FeatureOutOfRange)
     async def out_of_range(_: Request, exc: FeatureOutOfRange) -> JSONResponse:

@@ -31,7 +31,7 @@ from gateway.domain.datasets.models import Dataset
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.models import SaeRun
 from gateway.search.expressions import (
-    ExpressionError, FeatureOutOfRange, Match, SearchSpace, UnknownFamilyError, UnknownLabelError, evaluate,
+    ExpressionError, FeatureOutOfRange, Match, PlainWords, SearchSpace, UnknownFamilyError, UnknownLabelError, evaluate,
 )
 from gateway.search.space import SearchNotReady, load_search_space
 
@@ -64,7 +64,7 @@ def _where(exc: ValueError) -> dict[str, Any]:
     extra: dict[str, Any] = {"line": exc.line, "column": exc.column}  # type: ignore[attr-defined]
     if isinstance(exc, ExpressionError):
         extra["expected"] = exc.expected
-    elif isinstance(exc, UnknownLabelError):
+    if isinstance(exc, (PlainWords, UnknownLabelError)):
         extra["candidates"] = [{"index": i, "label": lab} for i, lab in exc.candidates]
     elif isinstance(exc, FeatureOutOfRange):
         extra.update(index=exc.index, n_features=exc.n_features)
