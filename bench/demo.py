@@ -118,6 +118,7 @@ def main() -> None:
         runs = get(url, key, "/api/v1/embedding-runs")["items"]
         jobs = get(url, key, "/api/v1/jobs?limit=50")["items"]
         concepts = get(url, key, "/api/v1/concepts")["items"]
+        sae_runs = get(url, key, "/api/v1/sae-runs")["items"]
     finally:
         stop(proc)
     result = runs[0].get("result") or {}
@@ -140,6 +141,10 @@ def main() -> None:
         "timeline": timeline(jobs, started_utc, done_utc),
         "jobs": [{k: j.get(k) for k in ("kind", "status", "created_at", "started_at", "finished_at")} for j in jobs],
         "load_average_1m": {"start": load_before[0], "end": os.getloadavg()[0]},
+        # the SAE as its run page shows it: its settings and held-out figures
+        "sae": [{"config": {k: r["config"]["sae"].get(k) for k in ("batch_size", "lr", "lr_warmup_steps", "epochs")},
+                 "metrics": {k: (r.get("metrics") or {}).get(k) for k in ("fvu", "dead_fraction", "l0")}}
+                for r in sae_runs],
         # what the user sees on the concept list: each held-out F1 beside the strongest words-alone baseline
         "concepts": [{k: c.get(k) for k in ("name", "kind", "f1", "words")} for c in concepts],
     }
