@@ -98,6 +98,9 @@ async def test_every_bad_input_is_a_4xx_naming_the_field(client, auth, labelled_
     assert (parse["line"], parse["locator"]) == (2, f"line 2, column {parse['column']}") and parse["expected"]
     label = (await create(client, auth, labelled_run, name="a", kind="expression", expression='label:"otite medio"')).json()
     assert label["field"] == "expression" and "otite media" in json.dumps(label)
+    words = (await create(client, auth, labelled_run, name="a", kind="expression", expression="bronchiolite")).json()
+    assert words["field"] == "expression" and 'label:"bronchiolite" finds the features' in words["detail"], words
+    assert [c["index"] for c in words["candidates"]] == [0], words  # the feature of that name
     assert (await client.post("/api/v1/concepts", json={"sae_run_id": 999, "name": "a", "kind": "expression",
                                                         "expression": "F1"}, headers=auth)).json()["field"] == "sae_run_id"
     ok = await create(client, auth, labelled_run, name="twice", kind="expression", expression="F1 > 0")
