@@ -7,7 +7,8 @@ at the same rate learn less, so the rate is scaled with the batch (linear scalin
 warm-up kept in rows (100 steps of 256 = 13 of 2,048). Measured on bench/status.py's demo set, split, cached
 e5 vectors and probe (`segment_probe`: the SAE on the training notes' clauses and notes, a note's codes the max
 over its clauses, Prisma's probe on them), SAE seeds 0-2: the probe's held-out F1, the SAE's held-out FVU, the
-features that fire on some note, and the SAE stage's seconds (training and the pooled codes).
+features that fire on some note, and the SAE stage's seconds (training and the pooled codes); beside them the
+regex, regex-with-cues and TF-IDF + LR baselines' F1 on the same split.
 
     python bench/demo_sae_batch.py            # → bench/results/demo-sae-batch.json
 """
@@ -24,12 +25,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import status  # noqa: E402
 import torch  # noqa: E402
-from status_data import demo_set  # noqa: E402
+from status_data import demo_regex, demo_regex_cues, demo_set  # noqa: E402
 
+from contracts.sae import SaeConfig  # noqa: E402
 from gateway.cli.demo import DEMO_SAE_BATCH  # noqa: E402
 from gateway.domain.concepts.probe import heldout_split  # noqa: E402
 
-RULE_LR = 2e-4 / (3072 / 2**14) ** 0.5  # SaeConfig's default rule for n = 3,072 (e5-small's 384 × 8)
+RULE_LR = SaeConfig().resolved_lr(384)  # the default rule for n = 3,072 (e5-small's 384 × 8)
 CONFIGS = {
     "batch 256, the rule's rate (the demo until 2026-12-01)": {},
     "batch 1,024, rate 3e-3 (bench/status.py's), warm-up 25": {"batch_size": 1024, "lr": 3e-3, "lr_warmup_steps": 25},
@@ -47,6 +49,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     ds = demo_set()
     split = heldout_split(ds.y, test_fraction=0.25, seed=0)
+    words = {"regex": status.run_regex(ds, split, demo_regex)["f1"],
+             "regex_cues": status.run_regex(ds, split, demo_regex_cues)["f1"],
+             "tfidf_lr": status.run_tfidf(ds, split)["f1"]}  # what words alone reach on the same split
     x, _ = status.document_vectors(ds)
     seg, _ = status.segment_vectors(ds)
     rows: dict[str, list[dict]] = {}
@@ -61,7 +66,7 @@ def main() -> None:
                 "seed": seed, "probe_segments_f1": probe["f1"], "fvu_heldout": out["sae_segments"]["fvu_heldout"],
                 "features_firing_on_notes": int((keep[0].documents.getnnz(axis=0) > 0).sum()),
                 "sae_stage_s": out["stages"]["sae_segments"]["seconds"], "seconds": round(time.perf_counter() - t0, 1),
-                "batch_size": out["sae_segments"]["batch_size"], "lr": out["sae_segments"]["lr"]})
+                "batch_size": out["sae_segments"]["batch_size"], "lr": changed.get("lr", RULE_LR)})
             print(name, json.dumps(rows[name][-1]), flush=True)
     summary = {name: {k: round(sum(r[k] for r in rs) / len(rs), 4)
                       for k in ("probe_segments_f1", "fvu_heldout", "features_firing_on_notes", "sae_stage_s")}
@@ -69,7 +74,7 @@ def main() -> None:
     report = {"benchmark": "demo-sae-batch", "what": __doc__.split("\n\n")[1].replace("\n", " "),
               "data": {"notes": len(ds.texts), "segments": len(seg.vectors), "train_notes": len(split.train),
                        "test_notes": len(split.test)},
-              "mean_over_seeds": summary, "runs": rows,
+              "words_baselines_f1": words, "mean_over_seeds": summary, "runs": rows,
               "machine": {"platform": platform.platform(), "torch_threads": torch.get_num_threads()},
               "command": " ".join(["python bench/demo_sae_batch.py", *sys.argv[1:]])}
     args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -10,6 +10,7 @@ import typer
 from gateway.cli.accounts import create_api_key
 from gateway.cli.common import console, session_factory_for
 from gateway.cli.datasets import import_file
+from contracts.sae import SaeConfig
 from gateway.config import GatewaySettings, get_settings
 
 
@@ -26,9 +27,9 @@ def demo_corpus(
 
 
 DEMO_NAME = "Demo: paediatric visit notes"
-#: The demo SAE's batch: 8 × the default's 256, the learning rate 8 × the default rule's for n = 3,072 (linear
-#: scaling) and the 100 warm-up steps of 256 rows kept as 13 steps of 2,048.
-DEMO_SAE_BATCH = {"batch_size": 2048, "lr": 8 * 2e-4 / (3072 / 2**14) ** 0.5, "lr_warmup_steps": 13}
+#: The demo SAE's batch: 8 × the default's 256, the learning rate 8 × the default rule's (linear scaling) for
+#: multilingual-e5-small's 384 dimensions (n = 3,072), and the 100 warm-up steps of 256 rows kept as 13 of 2,048.
+DEMO_SAE_BATCH = {"batch_size": 2048, "lr": 8 * SaeConfig().resolved_lr(384), "lr_warmup_steps": 13}
 
 
 def _demo_dataset(settings: GatewaySettings, n: int):  # noqa: ANN202
@@ -65,7 +66,6 @@ def _demo_sae_after(state, embedding_run_id: int) -> None:  # noqa: ANN001
     import asyncio
 
     from contracts.runs import SaeRunCreate
-    from contracts.sae import SaeConfig
     from gateway.domain.auth.service import Principal
     from gateway.domain.concepts.demo import create_demo_concepts
     from gateway.domain.features.interpret import InterpretationRequest, start_interpretation

@@ -64,12 +64,12 @@ def _where(exc: ValueError) -> dict[str, Any]:
     extra: dict[str, Any] = {"line": exc.line, "column": exc.column}  # type: ignore[attr-defined]
     if isinstance(exc, ExpressionError):
         extra["expected"] = exc.expected
-    if isinstance(exc, (PlainWords, UnknownLabelError)):
-        extra["candidates"] = [{"index": i, "label": lab} for i, lab in exc.candidates]
     elif isinstance(exc, FeatureOutOfRange):
         extra.update(index=exc.index, n_features=exc.n_features)
     elif isinstance(exc, UnknownFamilyError):
         extra["family_id"] = exc.family_id
+    if isinstance(exc, (PlainWords, UnknownLabelError)):  # PlainWords is an ExpressionError: expected and candidates
+        extra["candidates"] = [{"index": i, "label": lab} for i, lab in exc.candidates]
     return extra
 
 
