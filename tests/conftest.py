@@ -4,6 +4,7 @@ an HTTP client over the app's ASGI transport."""
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -179,7 +180,31 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+_SQLITE_TEMPLATE: list[Path] = []
+
+
+def migrated_sqlite_template() -> Path:
+    """An empty SQLite database at the head revision, migrated once per test process: Alembic's 8
+    migrations rebuild SQLite tables (`batch_alter_table`), about 0.4 s for every fresh app on two
+    cores. The migrations themselves are tested from an empty file, both ways (test_migrations.py)."""
+    if not _SQLITE_TEMPLATE:
+        import atexit
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="prisma-template-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        upgrade(f"sqlite:///{folder}/prisma.db")
+        _SQLITE_TEMPLATE.append(Path(folder) / "prisma.db")
+    return _SQLITE_TEMPLATE[0]
+
+
 def make_settings(data_dir: Path, database_url: str | None = None, **overrides: object) -> GatewaySettings:
+    """The gateway's settings for a test; in embedded mode (no `database_url`) a data dir without a
+    database gets a copy of the migrated template, which the app's start-up migration then finds at head."""
+    if database_url is None and not (data_dir / "prisma.db").exists():
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copyfile(migrated_sqlite_template(), data_dir / "prisma.db")
+        (data_dir / "prisma.db").chmod(0o600)
     return GatewaySettings(
         data_dir=data_dir, database_url=database_url, redis_url=None, log_json=False, log_level="WARNING",
         secret_key="test-secret-key", auto_migrate=True, **overrides,
