@@ -116,8 +116,13 @@ def cpu_summary() -> str:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return f"{os.cpu_count()} CPUs (no /proc/cpuinfo)"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+
+    def field(name: str) -> str:
+        return next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                     if ":" in line and line.split(":", 1)[0].strip() == name), "?")
+
+    model = f"{field('model name')} (family {field('cpu family')}, model {field('model')})"  # e.g. EPYC Zen 1: 23/1, Zen 3: 25/1
+    flags = set(field("flags").split())
     isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags]
     return f"{model}, {os.cpu_count()} CPUs available, {len(os.sched_getaffinity(0))} usable; ISA: {' '.join(isa) or 'none of avx2/avx512/amx'}"
 
