@@ -120,16 +120,20 @@ def recorded_closeness(directory: Path, key: str) -> float | None:
 
 
 def record_closeness(directory: Path, key: str, cosine_p5: float) -> None:
-    """Keep `cosine_p5` for `key` beside the conversion (written whole, then renamed: never half-read)."""
+    """Keep `cosine_p5` for `key` beside the conversion (written whole, then renamed: never half-read). A
+    model cache this process cannot write (a read-only image) keeps nothing: later loads check again."""
     try:
         known = json.loads((directory / CLOSENESS_FILE).read_text())
     except (OSError, ValueError):
         known = {}
     known = {**(known if isinstance(known, dict) else {}), key: cosine_p5}
-    fd, tmp = tempfile.mkstemp(prefix=".closeness-", dir=directory)
-    with os.fdopen(fd, "w") as f:
-        json.dump(known, f)
-    os.replace(tmp, directory / CLOSENESS_FILE)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".closeness-", dir=directory)
+        with os.fdopen(fd, "w") as f:
+            json.dump(known, f)
+        os.replace(tmp, directory / CLOSENESS_FILE)
+    except OSError as exc:
+        log.info("int8 probe verdict not kept beside %s (%s): the next load checks again", directory.name, exc)
 
 
 class Ct2Encoder:

@@ -152,3 +152,18 @@ def test_a_later_load_on_this_cpu_needs_no_transformers_model(tmp_path: Path, mo
     assert ct2.recorded_closeness(first.model.directory, models.probe_key(models.cpu_signature())) == recorded
     monkeypatch.setattr(models, "cpu_signature", lambda: "another CPU")
     assert load().int8 and len(loads) == 3
+
+
+def test_a_model_cache_it_cannot_write_keeps_no_verdict_and_loads(tmp_path: Path) -> None:
+    """A read-only model cache (an image's): the verdict is not kept, and nothing fails."""
+    directory = tmp_path / "converted"
+    directory.mkdir()
+    directory.chmod(0o500)
+    try:
+        if os.access(directory, os.W_OK):  # root writes anyway: make the target a directory instead
+            directory.chmod(0o700)
+            (directory / ct2.CLOSENESS_FILE).mkdir()
+        ct2.record_closeness(directory, "key", 0.995)
+        assert ct2.recorded_closeness(directory, "key") is None
+    finally:
+        directory.chmod(0o700)
