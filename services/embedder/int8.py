@@ -27,6 +27,7 @@ batches the int8 pass ran 1.23x faster over notes and 1.42x over clauses (bench/
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Callable
 
@@ -163,8 +164,6 @@ def stays_close(reference: torch.Tensor, candidate: torch.Tensor, min_cosine: fl
 
 def probe_key(cpu: str) -> str:
     """Names a probe verdict: the probe texts and `cpu` (int8 kernels differ by instruction set)."""
-    import hashlib
-
     return hashlib.sha256("\0".join((*PROBE_TEXTS, cpu)).encode()).hexdigest()[:16]
 
 

@@ -257,12 +257,27 @@ def cpu_has_native_bf16() -> bool:
 
 
 @lru_cache(maxsize=1)
-def _cpu_flags_have_bf16() -> bool:
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (Linux; empty elsewhere): 'model name', 'flags', ..."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    return " avx512_bf16" in flags or " amx_bf16" in flags
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _cpu_flags() -> set[str]:
+    info = _cpuinfo()
+    return set(info.get("flags", info.get("Features", "")).split())  # x86, Arm
+
+
+def _cpu_flags_have_bf16() -> bool:
+    return bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
 def select_device(device: str) -> torch.device:
@@ -399,22 +414,11 @@ def known_ct2(path: Path, config: object, *, only_if_close: bool, threads: int) 
     return ct2.Ct2Encoder(directory, config, threads=threads)
 
 
-@lru_cache(maxsize=1)
-def _cpu_model_and_flags() -> str:
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown"
-    lines = info.splitlines()
-    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
-    family = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith(("cpu family", "CPU part"))), "")
-    flags = sorted(set(next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith(("flags", "Features"))), [])))
-    return f"{model}|{family}|{' '.join(flags)}"
-
-
 def cpu_signature() -> str:
     """What int8 kernels depend on: the CPU's model and flags, and the instruction set CTranslate2 is held to."""
-    return f"{_cpu_model_and_flags()}|{os.environ.get('CT2_FORCE_CPU_ISA', '')}"
+    info = _cpuinfo()
+    family = info.get("cpu family", info.get("CPU part", ""))
+    return f"{info.get('model name', '')}|{family}|{' '.join(sorted(_cpu_flags()))}|{os.environ.get('CT2_FORCE_CPU_ISA', '')}"
 
 
 class ModelCache:
