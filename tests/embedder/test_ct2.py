@@ -154,7 +154,7 @@ def test_a_later_load_on_this_cpu_needs_no_transformers_model(tmp_path: Path, mo
     assert load().int8 and len(loads) == 3
 
 
-def test_a_model_cache_it_cannot_write_keeps_no_verdict_and_loads(tmp_path: Path) -> None:
+def test_a_model_cache_it_cannot_write_keeps_no_verdict_and_raises_nothing(tmp_path: Path) -> None:
     """A read-only model cache (an image's): the verdict is not kept, and nothing fails."""
     directory = tmp_path / "converted"
     directory.mkdir()
