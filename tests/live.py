@@ -165,3 +165,22 @@ def create_key(data_dir: Path, name: str = "cli") -> str:
         check=True, cwd=REPO_ROOT,
     )
     return out.stdout.strip().splitlines()[-1]
+
+
+def import_random_vectors(client: httpx.Client, url: str, headers: dict[str, str], dataset_id: int, n: int, *,
+                          dim: int = 384, seed: int = 0) -> dict:
+    """An embedding run for a test of what comes after one (SAE training, resuming it, pages) that does not
+    need vectors which mean anything: seeded Gaussian unit vectors for the dataset's n documents, imported
+    (POST /api/v1/embedding-runs/import, as a user imports vectors made elsewhere). Embedding the notes
+    instead costs the server its model load and about 10 s of CPU per hundred notes on two cores."""
+    import io
+
+    import numpy as np
+
+    x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    buf = io.BytesIO()
+    np.save(buf, x / np.linalg.norm(x, axis=1, keepdims=True))
+    resp = client.post(f"{url}/api/v1/embedding-runs/import", headers=headers,
+                       files={"file": ("vectors.npy", buf.getvalue())}, data={"dataset_id": str(dataset_id)})
+    assert resp.status_code == 201, resp.text
+    return resp.json()

@@ -15,9 +15,10 @@ from sqlalchemy import create_engine, text
 from gateway.demo.corpus import generate_notes
 from tests.browser.conftest import shot
 from tests.browser.test_dashboard_embedding import login
-from tests.live import create_key, live_server
+from tests.live import create_key, import_random_vectors, live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+N_NOTES = 120
 
 DOC_MARKUP = '<script>window.__xss = "doc-script"</script><img src="x" class="xss" onerror="window.__xss = \'doc-img\'">'
 LABEL_MARKUP = '<img src="x" class="xss" onerror="window.__xss = \'label\'">wheeze<script>window.__xss = "label-script"</script>'
@@ -42,18 +43,17 @@ def corpus_csv() -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["id", "text", "labels"])
-    for i, note in enumerate(generate_notes(n=120, seed=11)):
+    for i, note in enumerate(generate_notes(n=N_NOTES, seed=11)):
         w.writerow([note.id, (DOC_MARKUP + " " if i % 2 == 0 else "") + note.text, "|".join(note.labels)])
     return buf.getvalue().encode()
 
 
 def pipeline(url: str, key: str, data: Path) -> dict[str, int]:
-    """Dataset → embedding run → small SAE; then markup written as a feature's and a family's label
+    """Dataset → embedding run (imported vectors) → small SAE; then markup written as a feature's and a family's label
     (as a language model could answer) and as a concept's name."""
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
         ds = c.post("/api/v1/datasets", files={"file": ("notes.csv", corpus_csv())}).json()
-        emb = c.post("/api/v1/embedding-runs", json={"dataset_id": ds["id"]}).json()
-        wait(c, f"/api/v1/embedding-runs/{emb['id']}")
+        emb = import_random_vectors(c, url, {}, ds["id"], N_NOTES)  # what is tested is the pages, not embedding
         config = {"expansion_factor": 2, "k": 8, "max_steps": 80, "batch_size": 64}
         (sae,) = c.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": config}).json()
         wait(c, f"/api/v1/sae-runs/{sae['id']}")

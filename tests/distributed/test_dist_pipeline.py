@@ -12,7 +12,6 @@ import pytest
 
 from tests.distributed.conftest import N_NOTES
 from tests.distributed.harness import Deployment
-from tests.live import HTTP
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 

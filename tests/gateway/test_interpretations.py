@@ -16,7 +16,7 @@ from tests.conftest import REPO_ROOT
 from tests.live import HTTP, PRISMA, free_port, stop
 
 from tests.gateway.polling import wait_done
-from tests.gateway.test_sae_runs import SMALL, embedding_run  # noqa: F401 - fixture
+from tests.gateway.shared_runs import SMALL, embedding_run  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from tests.gateway.polling import wait_done
-from tests.gateway.test_sae_runs import embedding_run  # noqa: F401 - fixture
+from tests.gateway.shared_runs import embedding_run  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 D, N, K = 384, 768, 8

@@ -11,17 +11,18 @@ from pathlib import Path
 import pytest
 
 from gateway.demo.corpus import write_csv
-from tests.live import HTTP, create_key, live_server
+from tests.live import HTTP, create_key, import_random_vectors, live_server
 
 pytestmark = pytest.mark.slow
+N_NOTES = 150
 CONFIG = {"expansion_factor": 2, "k": 8, "max_steps": 300, "batch_size": 32, "checkpoint_every_steps": 25}
 
 
-def embed(url: str, h: dict, corpus: Path) -> int:
+def embedding_run(url: str, h: dict, corpus: Path, n: int) -> int:
+    """The corpus uploaded, with vectors imported: what is tested is the SAE's training, not embedding."""
     with corpus.open("rb") as f:
         ds = HTTP.post(f"{url}/api/v1/datasets", headers=h, files={"file": ("c.csv", f)}).json()
-    run = HTTP.post(f"{url}/api/v1/embedding-runs", headers=h, json={"dataset_id": ds["id"]}, timeout=120).json()
-    return wait(url, h, f"/api/v1/embedding-runs/{run['id']}")["id"]
+    return import_random_vectors(HTTP, url, h, ds["id"], n)["id"]
 
 
 def wait(url: str, h: dict, path: str, timeout: float = 300) -> dict:
@@ -40,11 +41,11 @@ def train(url: str, h: dict, emb_id: int, config: dict) -> int:
 
 
 def test_killed_server_resumes_sae_training(tmp_path: Path) -> None:
-    corpus = write_csv(tmp_path / "c.csv", n=150, seed=6)
+    corpus = write_csv(tmp_path / "c.csv", n=N_NOTES, seed=6)
     data = tmp_path / "data"
     with live_server(data) as (url, proc):
         h = {"Authorization": f"Bearer {create_key(data)}"}
-        emb_id = embed(url, h, corpus)  # once: both SAE runs train on it
+        emb_id = embedding_run(url, h, corpus, N_NOTES)  # once: both SAE runs train on it
         # Checkpoints every 30 steps, not 25: another job than the killed run's, the same training.
         reference = wait(url, h, f"/api/v1/sae-runs/{train(url, h, emb_id, {**CONFIG, 'checkpoint_every_steps': 30})}")
         run_id = train(url, h, emb_id, CONFIG)

@@ -10,32 +10,12 @@ import pytest
 
 from gateway.demo.corpus import generate_notes
 from tests.gateway.polling import wait_done
+from tests.gateway.shared_runs import N_NOTES, SMALL, embedding_run  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-N_NOTES = 100  # the gateway tests that train and name SAEs share this corpus size
-SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
 
 
-
-@pytest.fixture
-async def embedding_run(client, auth) -> dict:  # noqa: ANN001
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["id", "text", "labels"])
-    for note in generate_notes(n=N_NOTES, seed=5):
-        w.writerow([note.id, note.text, "|".join(note.labels)])
-    ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
-    assert ds.status_code == 201, ds.text
-    run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"]}, headers=auth)
-    done = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
-    assert done["status"] == "succeeded", done
-    return done
-
-
-async def test_sae_run_features_and_families(client, auth, embedding_run, monkeypatch) -> None:  # noqa: ANN001
+async def test_sae_run_features_and_families(client, auth, embedding_run, monkeypatch) -> None:  # noqa: ANN001, F811
     resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": embedding_run["id"], "config": SMALL},
                              headers=auth)
     assert resp.status_code == 202, resp.text
@@ -83,7 +63,7 @@ async def test_sae_run_features_and_families(client, auth, embedding_run, monkey
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the features test covers PostgreSQL
-async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth, embedding_run) -> None:  # noqa: ANN001
+async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth, embedding_run) -> None:  # noqa: ANN001, F811
     emb = embedding_run["id"]
     too_many = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "config": {"expansion_factor": 1, "k": 385}},
                                  headers=auth)
@@ -116,7 +96,7 @@ async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth,
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None:  # noqa: ANN001
+async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None:  # noqa: ANN001, F811
     """An embedding run with `segments`, an SAE trained on them whose document codes are the max
     over each note's segments: the artifacts are catalogued and the features are the documents'."""
     import csv

@@ -1,0 +1,57 @@
+"""The embedding run that the gateway tests which train and name SAEs share (test_sae_runs,
+test_sae_import, test_interpretations): one module, so that every test module of a process sees
+the same COMPUTED (pytest imports a test module under its own name, apart from `tests.gateway.…`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from gateway.demo.corpus import generate_notes
+from tests.gateway.polling import wait_done
+
+N_NOTES = 100
+SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
+"""The SAE config these tests train with: small enough for two cores."""
+
+COMPUTED: list[bytes] = []
+"""This test process's first computed embedding run of the corpus, its document vectors exported (.npy,
+position order). The fixture's later runs import them (POST /api/v1/embedding-runs/import), which stores
+what the computed run stored (test_embedding_import shows it: the same shards, the same SAE), instead of
+embedding the same 100 notes again (about 12 s each on two cores). The computed path has tests of its own."""
+
+
+def export_vectors(store, run: dict) -> bytes:  # noqa: ANN001
+    """A computed run's stored document vectors, as an import's .npy (position order)."""
+    docs = np.concatenate([np.load(io.BytesIO(store.read_bytes(s["uri"]))) for s in run["result"]["shards"]])
+    buf = io.BytesIO()
+    np.save(buf, docs)
+    return buf.getvalue()
+
+
+@pytest.fixture
+async def embedding_run(app, client, auth) -> dict:  # noqa: ANN001
+    """A succeeded embedding run (the default model, whole notes) of N_NOTES notes: computed the first time in
+    this process, imported from that run's vectors after (COMPUTED)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id", "text", "labels"])
+    for note in generate_notes(n=N_NOTES, seed=5):
+        w.writerow([note.id, note.text, "|".join(note.labels)])
+    ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
+    assert ds.status_code == 201, ds.text
+    if COMPUTED:
+        resp = await client.post("/api/v1/embedding-runs/import", headers=auth,
+                                 files={"file": ("notes.npy", COMPUTED[0])},
+                                 data={"dataset_id": str(ds.json()["id"]), "normalize": "false",
+                                       "query_model": "default"})
+        assert resp.status_code == 201, resp.text
+        return resp.json()
+    run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"]}, headers=auth)
+    done = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
+    assert done["status"] == "succeeded", done
+    COMPUTED.append(export_vectors(app.state.store, done))
+    return done
