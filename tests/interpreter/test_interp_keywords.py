@@ -106,3 +106,12 @@ def test_a_family_is_named_alike_in_every_process():
                              env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(root)}).stdout.strip()
               for seed in range(6)}
     assert labels == {"tosse, febbre, wheezing, rinite"}
+
+
+def test_the_english_stop_words_are_scikit_learns():
+    """The list is written out in stopwords.py (importing scikit-learn's cost every naming process 1.5 s)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from services.interpreter.backends.stopwords import ENGLISH
+
+    assert frozenset(ENGLISH.split()) == ENGLISH_STOP_WORDS
