@@ -4,14 +4,13 @@ the same COMPUTED (pytest imports a test module under its own name, apart from `
 
 from __future__ import annotations
 
-import csv
 import io
 
 import numpy as np
 import pytest
 
-from gateway.demo.corpus import generate_notes
 from tests.gateway.polling import wait_done
+from tests.gateway.test_embedding_import import upload_notes
 
 N_NOTES = 100
 SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
@@ -36,21 +35,15 @@ def export_vectors(store, run: dict) -> bytes:  # noqa: ANN001
 async def embedding_run(app, client, auth) -> dict:  # noqa: ANN001
     """A succeeded embedding run (the default model, whole notes) of N_NOTES notes: computed the first time in
     this process, imported from that run's vectors after (COMPUTED)."""
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["id", "text", "labels"])
-    for note in generate_notes(n=N_NOTES, seed=5):
-        w.writerow([note.id, note.text, "|".join(note.labels)])
-    ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
-    assert ds.status_code == 201, ds.text
+    ds = await upload_notes(client, auth, n=N_NOTES)  # seed 5
     if COMPUTED:
         resp = await client.post("/api/v1/embedding-runs/import", headers=auth,
                                  files={"file": ("notes.npy", COMPUTED[0])},
-                                 data={"dataset_id": str(ds.json()["id"]), "normalize": "false",
+                                 data={"dataset_id": str(ds), "normalize": "false",
                                        "query_model": "default"})
         assert resp.status_code == 201, resp.text
         return resp.json()
-    run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"]}, headers=auth)
+    run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds}, headers=auth)
     done = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
     assert done["status"] == "succeeded", done
     COMPUTED.append(export_vectors(app.state.store, done))
