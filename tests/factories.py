@@ -90,3 +90,16 @@ def write_segment_codes(store: ArtifactStore, run: SaeRun, codes: sp.spmatrix, p
     index = store.write_bytes(f"sae-runs/{run.id}/segments.npz", index_buf.getvalue(), kind="sae-segments")
     run.result = {"artifacts": {**run.result["artifacts"], SEGMENT_CODES_ARTIFACT: info.model_dump(),
                                 SEGMENTS_ARTIFACT: index.model_dump()}}
+
+
+def unit_vectors(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """Seeded Gaussian vectors scaled to unit norm, float32 [n, d]: vectors for a test that needs no meaning in them."""
+    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def npy(array: np.ndarray) -> bytes:
+    """`array` as the bytes of an .npy file (what an embedding import's `file` takes)."""
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()

@@ -173,14 +173,10 @@ def import_random_vectors(client: httpx.Client, url: str, headers: dict[str, str
     need vectors which mean anything: seeded Gaussian unit vectors for the dataset's n documents, imported
     (POST /api/v1/embedding-runs/import, as a user imports vectors made elsewhere). Embedding the notes
     instead costs the server its model load and about 10 s of CPU per hundred notes on two cores."""
-    import io
+    from tests.factories import npy, unit_vectors
 
-    import numpy as np
-
-    x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
-    buf = io.BytesIO()
-    np.save(buf, x / np.linalg.norm(x, axis=1, keepdims=True))
     resp = client.post(f"{url}/api/v1/embedding-runs/import", headers=headers,
-                       files={"file": ("vectors.npy", buf.getvalue())}, data={"dataset_id": str(dataset_id)})
+                       files={"file": ("vectors.npy", npy(unit_vectors(n, dim, seed)))},
+                       data={"dataset_id": str(dataset_id)})
     assert resp.status_code == 201, resp.text
     return resp.json()

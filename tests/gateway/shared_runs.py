@@ -9,6 +9,7 @@ import io
 import numpy as np
 import pytest
 
+from tests.factories import npy
 from tests.gateway.polling import wait_done
 from tests.gateway.test_embedding_import import upload_notes
 
@@ -25,10 +26,7 @@ embedding the same 100 notes again (about 12 s each on two cores). The computed 
 
 def export_vectors(store, run: dict) -> bytes:  # noqa: ANN001
     """A computed run's stored document vectors, as an import's .npy (position order)."""
-    docs = np.concatenate([np.load(io.BytesIO(store.read_bytes(s["uri"]))) for s in run["result"]["shards"]])
-    buf = io.BytesIO()
-    np.save(buf, docs)
-    return buf.getvalue()
+    return npy(np.concatenate([np.load(io.BytesIO(store.read_bytes(s["uri"]))) for s in run["result"]["shards"]]))
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gateway.demo.corpus import generate_notes
+from tests import factories
+from tests.factories import npy
 from tests.gateway.polling import wait_done
 
 pytestmark = [pytest.mark.anyio]
@@ -37,14 +39,7 @@ async def external_ids(client, auth, dataset_id: int) -> list[str]:  # noqa: ANN
 
 
 def unit_vectors(n: int = N, d: int = D, seed: int = 0) -> np.ndarray:
-    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)  # [n, d]
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def npy(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, array)
-    return buf.getvalue()
+    return factories.unit_vectors(n, d, seed)
 
 
 def parquet(ids: list, vectors: list | np.ndarray, *, id_column: str = "external_id", fixed: bool = True) -> bytes:

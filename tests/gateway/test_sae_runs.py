@@ -96,7 +96,7 @@ async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth,
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None:  # noqa: ANN001, F811
+async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None:  # noqa: ANN001
     """An embedding run with `segments`, an SAE trained on them whose document codes are the max
     over each note's segments: the artifacts are catalogued and the features are the documents'."""
     import csv
