@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.conftest import MACHINERY_ENCODER
 from tests.live import HTTP, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +118,8 @@ class Deployment:
             "OMP_NUM_THREADS": "1", "PRISMA_EMBEDDER_PROGRESS_INTERVAL_S": "0.2",
             "PRISMA_EMBEDDER_CLAIM_LEASE_S": str(LEASE_S), "PRISMA_EMBEDDER_CLAIM_POLL_S": "0.3",
             "PRISMA_EMBEDDER_HELPERS": "1",
+            # The machinery encoder, as everywhere but where the default model is the subject.
+            "PRISMA_EMBEDDER_DEFAULT_MODEL": MACHINERY_ENCODER,
             "PRISMA_INTERPRETER_EMBEDDER_URL": self.url("embedder"),
             **{f"PRISMA_{n.upper()}_URL": self.url(n) for n in SERVICE_PORTS},
         })
