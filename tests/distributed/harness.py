@@ -113,8 +113,9 @@ class Deployment:
             "PRISMA_SERVICE_TOKEN": TOKEN, "PRISMA_DATA_DIR": str(self.root / "gateway-data"),
             "PRISMA_SECRET_KEY": "distributed-test-secret", "PRISMA_LOG_JSON": "true", "PRISMA_LOG_LEVEL": "INFO",
             "PRISMA_JOB_LEASE_S": str(LEASE_S), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            # Two cores are shared by every process: one torch thread each, fp32 for exact comparisons.
-            "PRISMA_EMBEDDER_THREADS": "1", "PRISMA_SAE_THREADS": "1", "PRISMA_EMBEDDER_PRECISION": "fp32",
+            # Two cores are shared by every process: one thread each; int8 (CTranslate2), the CPU path of a
+            # CPU without bf16, as deterministic on one thread as fp32 (a resumed run equals the baseline).
+            "PRISMA_EMBEDDER_THREADS": "1", "PRISMA_SAE_THREADS": "1", "PRISMA_EMBEDDER_PRECISION": "int8",
             "OMP_NUM_THREADS": "1", "PRISMA_EMBEDDER_PROGRESS_INTERVAL_S": "0.2",
             "PRISMA_EMBEDDER_CLAIM_LEASE_S": str(LEASE_S), "PRISMA_EMBEDDER_CLAIM_POLL_S": "0.3",
             "PRISMA_EMBEDDER_HELPERS": "1",
