@@ -120,6 +120,16 @@ def sae_run_page(request: Request, run_id: int, session: SessionDep) -> Response
     return render(request, template, ctx)
 
 
+@router.get("/sae-runs/{run_id}/sweep", response_class=HTMLResponse)
+def sae_sweep_fragment(request: Request, run_id: int, session: SessionDep) -> Response:
+    """The run page's sweep table, polled while one of its runs trains (each run's status and metrics)."""
+    run = sae_run_or_404(session, run_id)
+    if not run.sweep_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"SAE run {run_id} is not part of a sweep")
+    sweep = run_repo.list_sae_runs(session, sweep_id=run.sweep_id)
+    return render(request, "partials/_sae_sweep.html", {"run": run, "sweep": sorted(sweep, key=lambda r: r.id)})
+
+
 def sparkline(counts: list[int], width: int = 80, height: int = 18) -> Markup:
     """A tiny activation histogram for a table row (decorative: the row has the numbers)."""
     if not counts or max(counts) == 0:

@@ -34,10 +34,14 @@ def test_train_and_explore_an_sae(page, demo) -> None:  # noqa: ANN001
     page.console_errors.clear()
     page.fill("#k", "8, 16")  # a sweep of two
     page.fill("#expansion_factor", "2")
-    page.fill("#epochs", "20")
+    page.fill("#epochs", "5")
     page.click("text=Train a sparse autoencoder")
     page.wait_for_url(f"{url}/sae-runs/*")
     page.wait_for_selector("#sae-run .status-succeeded", timeout=240_000)
+    # The sweep's table polls on its own: this run's row catches up without a reload, metrics and all.
+    this_run = page.locator('#sae-sweep tr[aria-current="true"]')
+    this_run.locator(".status-succeeded").wait_for(timeout=15_000)
+    assert re.fullmatch(r"\d\.\d{3}", this_run.locator("td").nth(3).inner_text()), this_run.inner_text()  # its FVU
     assert page.locator("svg.chart path.line").count() == 2  # FVU and dead fraction
     assert page.locator("svg.heatmap").count() >= 2
     cell = page.locator("svg.heatmap rect title").first.text_content()

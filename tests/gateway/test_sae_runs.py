@@ -93,6 +93,14 @@ async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth,
     assert listed["total"] == 2
     # More active latents reconstruct better: the sweep's comparison a user would look at.
     assert done[1]["metrics"]["fvu"] < done[0]["metrics"]["fvu"]
+    # The run page's sweep table, as it polls itself: both runs with their FVU, and no more polling once both ended.
+    table = await client.get(f"/sae-runs/{runs[1]['id']}/sweep", headers=auth)
+    assert table.status_code == 200 and table.text.count("status-succeeded") == 2
+    assert f"{done[0]['metrics']['fvu']:.3f}" in table.text and "hx-get" not in table.text
+    alone = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb, "config": {**SMALL, "max_steps": 1}},
+                               headers=auth)).json()[0]
+    assert (await client.get(f"/sae-runs/{alone['id']}/sweep", headers=auth)).status_code == 404
+    assert (await wait_done(client, auth, f"/api/v1/sae-runs/{alone['id']}", timeout=240))["status"] == "succeeded"
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
