@@ -19,7 +19,9 @@ N_DOCS, SHARD = 48, 4  # 12 shards: the kill lands mid-run
 
 def notes_csv(path: Path) -> Path:
     words = "tosse febbre wheezing dispnea saturazione bronchiolite lattante aerosol".split()
-    rows = [f"N{i}," + " ".join(words[(i + j) % len(words)] for j in range(20 + 5 * i)) for i in range(N_DOCS)]  # the longest two chunks
+    # 10,722 MiniLM tokens in all, the longest notes of two chunks (MiniLM reads 256 tokens); 20 + 5 i words were
+    # 18,246 tokens, up to three chunks
+    rows = [f"N{i}," + " ".join(words[(i + j) % len(words)] for j in range(10 + 3 * i)) for i in range(N_DOCS)]
     path.write_text("id,text\n" + "\n".join(rows) + "\n")
     return path
 
