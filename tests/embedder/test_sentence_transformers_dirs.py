@@ -7,6 +7,7 @@ linked. sentence-transformers loads each one as the reference."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -20,8 +21,11 @@ from services.embedder.encoder import embed_texts
 from services.embedder.errors import EmbedderInputError
 from services.embedder.models import default_model_path, load_model
 
-st = pytest.importorskip("sentence_transformers")
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# Imported by the tests that use it, not here: every pytest-xdist worker collects every module, and importing
+# sentence-transformers costs each of them about 3 s of CPU.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                                 reason="needs sentence-transformers, the reference")]
 
 TEXTS = ["The child had a fever.", "Two nurses saw her in the clinic today.", "Cough and cold."]
 CPU = torch.device("cpu")
