@@ -11,7 +11,7 @@ import pytest
 
 from tests.factories import npy
 from tests.gateway.polling import wait_done
-from tests.gateway.test_embedding_import import upload_notes
+from tests.gateway.test_embedding_import import NOTES_SEED, upload_notes  # noqa: F401 - NOTES_SEED for users
 
 N_NOTES = 100
 SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
@@ -33,7 +33,7 @@ def export_vectors(store, run: dict) -> bytes:  # noqa: ANN001
 async def embedding_run(app, client, auth) -> dict:  # noqa: ANN001
     """A succeeded embedding run (the default model, whole notes) of N_NOTES notes: computed the first time in
     this process, imported from that run's vectors after (COMPUTED)."""
-    ds = await upload_notes(client, auth, n=N_NOTES)  # seed 5
+    ds = await upload_notes(client, auth, n=N_NOTES)  # generate_notes(n=N_NOTES, seed=NOTES_SEED)
     if COMPUTED:
         resp = await client.post("/api/v1/embedding-runs/import", headers=auth,
                                  files={"file": ("notes.npy", COMPUTED[0])},

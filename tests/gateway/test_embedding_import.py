@@ -19,6 +19,7 @@ from tests.gateway.polling import wait_done
 
 pytestmark = [pytest.mark.anyio]
 N, D = 40, 384
+NOTES_SEED = 5  # upload_notes' generated corpus
 TINY = {"expansion_factor": 2, "k": 8, "max_steps": 40, "batch_size": 16, "checkpoint_every_steps": 20}
 
 
@@ -26,7 +27,7 @@ async def upload_notes(client, auth, n: int = N) -> int:  # noqa: ANN001
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["id", "text", "labels"])
-    for note in generate_notes(n=n, seed=5):
+    for note in generate_notes(n=n, seed=NOTES_SEED):
         w.writerow([note.id, note.text, "|".join(note.labels)])
     resp = await client.post("/api/v1/datasets", files={"file": ("notes.csv", buf.getvalue().encode())}, headers=auth)
     assert resp.status_code == 201, resp.text

@@ -1,11 +1,10 @@
 """Text search and semantic label search on a real pipeline (SQLite, embedded mode): generated
-notes embedded with MiniLM, a small SAE, features named by the keywords back-end. The index is
+notes embedded with MiniLM (the gateway tests' shared run), a small SAE, features named by the keywords back-end. The index is
 built when the embedding run succeeds; a document's own text finds that document first, with the
 SAE features the run stored for it."""
 
 from __future__ import annotations
 
-import csv
 import io
 
 import numpy as np
@@ -17,9 +16,9 @@ from gateway.demo.corpus import generate_notes
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.runs.models import SaeRun
 from tests.gateway.polling import wait_done
+from tests.gateway.shared_runs import N_NOTES, NOTES_SEED, SMALL, embedding_run  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-SMALL = {"expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}
 
 
 @pytest.fixture
@@ -28,17 +27,10 @@ def backend() -> str:
 
 
 @pytest.fixture
-async def pipeline(client, auth) -> dict:  # noqa: ANN001
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["id", "text", "labels"])
-    notes = list(generate_notes(n=160, seed=11))
-    for note in notes:
-        w.writerow([note.id, note.text, "|".join(note.labels)])
-    ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
-    emb = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"]}, headers=auth)
-    emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{emb.json()['id']}", timeout=240)
-    assert emb["status"] == "succeeded", emb
+async def pipeline(client, auth, embedding_run) -> dict:  # noqa: ANN001, F811
+    """The gateway tests' shared run of N_NOTES generated notes (computed once per test process, imported from its
+    vectors after: the same vectors, so a note's own text still finds it at cosine 1), a small SAE, named."""
+    emb = embedding_run
     (sae,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL},
                                 headers=auth)).json()
     sae = await wait_done(client, auth, f"/api/v1/sae-runs/{sae['id']}", timeout=240)
@@ -46,7 +38,7 @@ async def pipeline(client, auth) -> dict:  # noqa: ANN001
     job = await client.post(f"/api/v1/sae-runs/{sae['id']}/interpretations",
                             json={"backends": [{"backend": "keywords"}]}, headers=auth)
     assert (await wait_done(client, auth, f"/api/v1/jobs/{job.json()['id']}", timeout=240))["status"] == "succeeded"
-    return {"embedding_run": emb, "sae_run": sae, "texts": [n.text for n in notes]}
+    return {"embedding_run": emb, "sae_run": sae, "texts": [n.text for n in generate_notes(n=N_NOTES, seed=NOTES_SEED)]}
 
 
 async def test_text_and_semantic_label_search(client, auth, app, pipeline) -> None:  # noqa: ANN001
@@ -60,7 +52,7 @@ async def test_text_and_semantic_label_search(client, auth, app, pipeline) -> No
                              json={"mode": "text", "text": pipeline["texts"][target], "limit": 5, "top_features": 8})
     assert resp.status_code == 200, resp.text
     body = resp.json()
-    assert body["index"] == "flat" and body["total"] == 160
+    assert body["index"] == "flat" and body["total"] == N_NOTES
     first = body["items"][0]
     assert first["position"] == target and first["score"] == pytest.approx(1.0, abs=1e-3)
     assert [d["score"] for d in body["items"]] == sorted((d["score"] for d in body["items"]), reverse=True)
