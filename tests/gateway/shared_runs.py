@@ -1,5 +1,5 @@
 """The embedding run that the gateway tests which train and name SAEs share (test_sae_runs,
-test_sae_import, test_interpretations): one module, so that every test module of a process sees
+test_sae_import, test_interpretations, and tests/search/test_text_search): one module, so that every test module of a process sees
 the same COMPUTED (pytest imports a test module under its own name, apart from `tests.gateway.…`)."""
 
 from __future__ import annotations
