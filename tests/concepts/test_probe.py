@@ -125,19 +125,23 @@ def test_c_is_chosen_on_a_stratified_sample_and_the_probe_is_fitted_on_all(monke
     assert probe.coef[0, 5] > 0
 
 
-def _naive_f1_difference(y, a, b, resamples, seed):  # noqa: ANN001, ANN202
-    """The definition: resample document indices, both methods on the same draw (all draws at once:
-    sklearn's f1_score per draw was 10 s of this test; the first draws are checked against it)."""
-    i = np.random.default_rng(seed).integers(0, len(y), (resamples, len(y)))
-    yi, ai, bi = y[i], a[i], b[i]
+def _naive_f1_difference(y, a, b, resamples, seed, paired=True):  # noqa: ANN001, ANN202
+    """The definition: resample document indices, both methods on the same draw (`paired`; else each method on
+    its own draw). All draws at once: sklearn's f1_score per draw was 10 s of this test; the first draws are
+    checked against it."""
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, len(y), (resamples, len(y)))
+    j = i if paired else rng.integers(0, len(y), (resamples, len(y)))
 
-    def f1(pred):  # noqa: ANN001, ANN202 - F1 of the positive class, per draw
-        tp, fp, fn = ((pred == 1) & (yi == 1)).sum(1), ((pred == 1) & (yi == 0)).sum(1), ((pred == 0) & (yi == 1)).sum(1)
+    def f1(truth, pred):  # noqa: ANN001, ANN202 - F1 of the positive class, per draw
+        tp, fp = ((pred == 1) & (truth == 1)).sum(1), ((pred == 1) & (truth == 0)).sum(1)
+        fn = ((pred == 0) & (truth == 1)).sum(1)
         return np.where(2 * tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1), 0.0)
 
-    diffs = f1(ai) - f1(bi)
+    diffs = f1(y[i], a[i]) - f1(y[j], b[j])
     for r in range(5):
-        assert diffs[r] == pytest.approx(f1_score(yi[r], ai[r], zero_division=0) - f1_score(yi[r], bi[r], zero_division=0))
+        assert diffs[r] == pytest.approx(f1_score(y[i[r]], a[i[r]], zero_division=0)
+                                         - f1_score(y[j[r]], b[j[r]], zero_division=0))
     return np.quantile(diffs, [0.025, 0.975])
 
 
@@ -154,6 +158,18 @@ def test_f1_difference_is_a_paired_bootstrap():
     assert got["low"] <= got["difference"] <= got["high"] and got["level"] == 0.95
     assert got["distinguishable"] == (got["low"] > 0 or got["high"] < 0)
     assert f1_difference(y, a, b, resamples=4000, seed=0) == got  # seeded: the page shows the same figures again
+
+    # Two methods that agree on most documents, as a concept and its words baseline do: b fixes 5 of a's 14
+    # errors and makes none. Paired, that is a lead; resampling the methods apart would call it noise.
+    fixed = a.copy()
+    wrong = np.flatnonzero(a != y)
+    fixed[wrong[:5]] = y[wrong[:5]]
+    lead = f1_difference(y, a, fixed, resamples=4000, seed=0)
+    low, high = _naive_f1_difference(y, a, fixed, 2000, seed=1)
+    assert lead["low"] == pytest.approx(low, abs=0.002) and lead["high"] == pytest.approx(high, abs=0.002)
+    assert lead["distinguishable"] and lead["high"] < 0
+    apart = _naive_f1_difference(y, a, fixed, 2000, seed=1, paired=False)
+    assert apart[0] < 0 < apart[1], apart  # the case tells paired from unpaired
 
 
 def test_f1_difference_tells_a_real_lead_from_noise():
