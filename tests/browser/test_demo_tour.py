@@ -124,11 +124,21 @@ def tour(page, url: str, key: str, concepts: list[dict]) -> None:  # noqa: ANN00
     marked = page.locator("#document-results tbody tr").first.locator("mark")
     assert " ".join(marked.inner_text().split()) == " ".join(sentence.split()) != ""
     # every row shows its matched segment inside the text cell's clipped box, not below it
-    boxes = page.locator("#document-results tbody tr .doc-text").evaluate_all(
-        "cells => cells.map(c => [c.getBoundingClientRect().bottom, c.querySelector('mark') &&"
-        " c.querySelector('mark').getBoundingClientRect().bottom])")
-    assert boxes and all(mark is not None and mark <= cell + 1 for cell, mark in boxes), boxes
+    def marks_shown() -> None:  # each mark's bottom inside its cell's clipped box (the page scrolls it there)
+        boxes = page.locator("#document-results tbody tr .doc-text").evaluate_all(
+            "cells => cells.map(c => [c.getBoundingClientRect().top, c.getBoundingClientRect().bottom,"
+            " c.querySelector('mark') && c.querySelector('mark').getBoundingClientRect().top,"
+            " c.querySelector('mark') && c.querySelector('mark').getBoundingClientRect().bottom])")
+        assert boxes and all(mark_bottom is not None and top - 1 <= mark_top and mark_bottom <= bottom + 1
+                             for top, bottom, mark_top, mark_bottom in boxes), boxes
+
+    marks_shown()
     readme_shot(page, "search-segment")
+    size = page.viewport_size
+    page.set_viewport_size({"width": 760, "height": size["height"]})  # a narrow window: long lines wrap more
+    page.wait_for_timeout(200)  # the resize's handler has run
+    marks_shown()
+    page.set_viewport_size(size)
 
     # the first hit opens its note clause by clause, its first matching feature marked: the matched clause is
     # among the clauses shaded

@@ -27,3 +27,24 @@ function markExpressionError(event) {
 }
 document.addEventListener("DOMContentLoaded", markExpressionError);
 document.addEventListener("htmx:afterSettle", markExpressionError);
+
+// Search results: a note's excerpt shows its first five lines (.doc-text clips) and the server starts it
+// near the matched segment, counting line breaks; on a narrow cell long lines wrap and can still push the
+// segment below the fifth line. Scroll each such excerpt until its marked segment shows: all of it, or its
+// start at the top where it is taller than the box.
+function revealMarkedSegments() {
+  document.querySelectorAll(".doc-text").forEach(function (box) {
+    var mark = box.querySelector("mark");
+    if (!mark || box.scrollHeight <= box.clientHeight) return;
+    var b = box.getBoundingClientRect(), m = mark.getBoundingClientRect();
+    if (m.bottom > b.bottom + 1) {
+      box.scrollTop += Math.max(0, Math.min(m.bottom - b.bottom, m.top - b.top));
+    } else if (m.top < b.top) {  // scrolled before a resize that unwrapped it
+      box.scrollTop -= b.top - m.top;
+    }
+  });
+}
+document.addEventListener("DOMContentLoaded", revealMarkedSegments);
+document.addEventListener("htmx:afterSettle", revealMarkedSegments);
+window.addEventListener("load", revealMarkedSegments);
+window.addEventListener("resize", revealMarkedSegments);
