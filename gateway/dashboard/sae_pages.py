@@ -36,6 +36,9 @@ FAMILIES_PER_PAGE = 40
 # a family opens by itself (the three largest of the first page) only up to this size: iteration 0's largest is
 # often the densest feature's tree holding most features (the demo's 1,403 of 3,072), a page 34,000 pixels long
 FAMILY_OPEN_MAX = 100
+# a feature page lists this many of the feature's children in each family (a family's root can have hundreds: the
+# densest feature's page was 7,000 pixels of them); the rest are a count and a link to the family's tree
+FEATURE_PAGE_CHILDREN = 12
 
 
 def sae_run_or_404(session: SessionDep, run_id: int) -> SaeRun:
@@ -172,6 +175,9 @@ def feature_page(request: Request, run_id: int, index: int, session: SessionDep)
     fam_ids = feature_repo.families_of_feature(session, sae_run_id=run.id, index=index)
     families = feature_repo.families_by_id(session, family_ids=fam_ids)
     places = family_places(feature_repo.family_members(session, family_ids=fam_ids), index)
+    for place in places.values():
+        place["more_children"] = max(0, len(place["children"]) - FEATURE_PAGE_CHILDREN)
+        place["children"] = place["children"][:FEATURE_PAGE_CHILDREN]
     neighbours = {j for j, _ in feat.neighbours.get("cooccurring", []) + feat.neighbours.get("decoder", [])}
     neighbours |= {j for p in places.values() for j in [*p["children"], *([p["parent"]] if p["parent"] is not None else [])]}
     names = {i: b for i, (_, b) in feature_repo.features_by_index(session, sae_run_id=run.id, indices=sorted(neighbours)).items()}

@@ -61,6 +61,23 @@ async def test_sae_run_features_and_families(client, auth, embedding_run, monkey
     page_html = (await client.get(f"/sae-runs/{run['id']}/families?family={largest['id']}", headers=auth)).text
     assert dict(opened.findall(page_html))[str(largest["id"])] == "open"  # asked for by a feature's link
 
+    # A feature page lists FEATURE_PAGE_CHILDREN of its children in a family, then how many more and the family's link.
+    root = largest["root_index"]
+    children = [m["index"] for m in largest["members"] if m["parent_index"] == root]
+    assert len(children) >= 2
+    child_link = re.compile(r'<span class="muted small">child</span> <a href="/sae-runs/\d+/features/(\d+)"')
+
+    def shown(html: str) -> list[int]:
+        mini = html.split(f'family={largest["id"]}#family-{largest["id"]}">Family of F{root}', 1)[1].split("mini-family", 1)[0]
+        return [int(i) for i in child_link.findall(mini)]
+
+    page_html = (await client.get(f"/sae-runs/{run['id']}/features/{root}", headers=auth)).text
+    assert shown(page_html) == children[:sae_pages.FEATURE_PAGE_CHILDREN]
+    monkeypatch.setattr(sae_pages, "FEATURE_PAGE_CHILDREN", len(children) - 1)
+    page_html = (await client.get(f"/sae-runs/{run['id']}/features/{root}", headers=auth)).text
+    assert shown(page_html) == children[:-1]
+    assert "and 1 more child:" in page_html
+
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the features test covers PostgreSQL
 async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth, embedding_run) -> None:  # noqa: ANN001, F811
