@@ -115,10 +115,9 @@ def heatmaps(store: Any, session: SessionDep, run: SaeRun) -> list[dict[str, Any
 def sae_run_page(request: Request, run_id: int, session: SessionDep) -> Response:
     run = sae_run_or_404(session, run_id)
     job = job_repo.get_job(session, job_id=run.job_id) if run.job_id else None
-    sweep = run_repo.list_sae_runs(session, sweep_id=run.sweep_id) if run.sweep_id else []
     ctx = {**crumbs(session, run), "job": to_out(job) if job else None, "active": run.status in ("queued", "running"),
            "loss_chart": Markup(loss_chart(run)), "heatmaps": heatmaps(request.app.state.store, session, run),
-           "sweep": sorted(sweep, key=lambda r: r.id)}
+           "sweep": sweep_of(session, run)}
     template = "partials/_sae_run.html" if request.headers.get("hx-request") else "pages/sae_run.html"
     return render(request, template, ctx)
 
@@ -129,8 +128,12 @@ def sae_sweep_fragment(request: Request, run_id: int, session: SessionDep) -> Re
     run = sae_run_or_404(session, run_id)
     if not run.sweep_id:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"SAE run {run_id} is not part of a sweep")
-    sweep = run_repo.list_sae_runs(session, sweep_id=run.sweep_id)
-    return render(request, "partials/_sae_sweep.html", {"run": run, "sweep": sorted(sweep, key=lambda r: r.id)})
+    return render(request, "partials/_sae_sweep.html", {"run": run, "sweep": sweep_of(session, run)})
+
+
+def sweep_of(session: SessionDep, run: SaeRun) -> list[SaeRun]:
+    """The runs of `run`'s sweep in the order they were made ([] for a run alone)."""
+    return sorted(run_repo.list_sae_runs(session, sweep_id=run.sweep_id), key=lambda r: r.id) if run.sweep_id else []
 
 
 def sparkline(counts: list[int], width: int = 80, height: int = 18) -> Markup:
@@ -174,10 +177,7 @@ def feature_page(request: Request, run_id: int, index: int, session: SessionDep)
                           title=f"Activation histogram of feature {index}", x_label="activation", y_label="documents")
     fam_ids = feature_repo.families_of_feature(session, sae_run_id=run.id, index=index)
     families = feature_repo.families_by_id(session, family_ids=fam_ids)
-    places = family_places(feature_repo.family_members(session, family_ids=fam_ids), index)
-    for place in places.values():
-        place["more_children"] = max(0, len(place["children"]) - FEATURE_PAGE_CHILDREN)
-        place["children"] = place["children"][:FEATURE_PAGE_CHILDREN]
+    places = family_places(feature_repo.family_members(session, family_ids=fam_ids), index, FEATURE_PAGE_CHILDREN)
     neighbours = {j for j, _ in feat.neighbours.get("cooccurring", []) + feat.neighbours.get("decoder", [])}
     neighbours |= {j for p in places.values() for j in [*p["children"], *([p["parent"]] if p["parent"] is not None else [])]}
     names = {i: b for i, (_, b) in feature_repo.features_by_index(session, sae_run_id=run.id, indices=sorted(neighbours)).items()}
@@ -188,13 +188,15 @@ def feature_page(request: Request, run_id: int, index: int, session: SessionDep)
     return render(request, "pages/feature.html", ctx)
 
 
-def family_places(members: dict[int, list[Any]], index: int) -> dict[int, dict[str, Any]]:
-    """Per family id: the feature's parent (None for the root) and its children, densest first."""
+def family_places(members: dict[int, list[Any]], index: int, max_children: int) -> dict[int, dict[str, Any]]:
+    """Per family id: the feature's parent (None for the root), its first `max_children` children (densest first)
+    and how many more it has."""
     out = {}
     for fid, ms in members.items():
         me = next((m for m in ms if m.feature_index == index), None)
+        children = [m.feature_index for m in ms if m.parent_index == index]
         out[fid] = {"parent": me.parent_index if me else None, "depth": me.depth if me else 0,
-                    "children": [m.feature_index for m in ms if m.parent_index == index]}
+                    "children": children[:max_children], "more_children": max(0, len(children) - max_children)}
     return out
 
 
