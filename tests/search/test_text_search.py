@@ -47,7 +47,23 @@ async def test_text_and_semantic_label_search(client, auth, app, pipeline) -> No
         kinds = [a.kind for a in artifact_repo.for_owner(session, owner_type="embedding_run", owner_id=emb["id"])]
     assert kinds.count("faiss-index") == 1
 
-    target = 37
+    # the stored codes, and every feature's name (the keywords back-end leaves some unnamed): the target is the
+    # first note with a named feature among its strongest 8, so that the names' passage through the search shows
+    with session_scope(app.state.factory) as session:
+        csr_uri = session.get(SaeRun, sae["id"]).result["artifacts"]["codes_csr"]["uri"]
+    codes = sp.load_npz(io.BytesIO(app.state.store.read_bytes(csr_uri)))
+    labels: dict[int, str | None] = {}
+    while len(labels) < codes.shape[1]:
+        page = (await client.get(f"/api/v1/sae-runs/{sae['id']}/features?sort=index&limit=500&offset={len(labels)}",
+                                 headers=auth)).json()
+        labels |= {f["index"]: f["label"] for f in page["items"]}
+
+    def strongest(position: int) -> list[int]:
+        row = codes.getrow(position)
+        return [int(i) for i in row.indices[np.argsort(-row.data)]][:8]
+
+    target = next((p for p in range(N_NOTES) if any(labels[i] for i in strongest(p))), None)
+    assert target is not None, "the keywords back-end named none of any note's features"
     resp = await client.post(f"/api/v1/sae-runs/{sae['id']}/search", headers=auth,
                              json={"mode": "text", "text": pipeline["texts"][target], "limit": 5, "top_features": 8})
     assert resp.status_code == 200, resp.text
@@ -56,14 +72,10 @@ async def test_text_and_semantic_label_search(client, auth, app, pipeline) -> No
     first = body["items"][0]
     assert first["position"] == target and first["score"] == pytest.approx(1.0, abs=1e-3)
     assert [d["score"] for d in body["items"]] == sorted((d["score"] for d in body["items"]), reverse=True)
-    # the query's features are the ones the run stored for that document, strongest first
-    with session_scope(app.state.factory) as session:
-        csr_uri = session.get(SaeRun, sae["id"]).result["artifacts"]["codes_csr"]["uri"]
-    codes = sp.load_npz(io.BytesIO(app.state.store.read_bytes(csr_uri)))
-    row = codes.getrow(target)
-    stored = [int(i) for i in row.indices[np.argsort(-row.data)]]
+    # the query's features are the ones the run stored for that document, strongest first, with their names
+    stored = strongest(target)
     assert [f["index"] for f in body["query_features"]] == stored
-    assert any(f["label"] for f in body["query_features"])  # named by the keywords back-end
+    assert [f["label"] for f in body["query_features"]] == [labels[i] for i in stored]
     assert {f["index"] for f in first["features"]} == set(stored)
     page2 = (await client.post(f"/api/v1/sae-runs/{sae['id']}/search", headers=auth,
                                json={"mode": "text", "text": pipeline["texts"][target], "limit": 5, "offset": 5})).json()
