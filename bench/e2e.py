@@ -122,7 +122,12 @@ class Pipeline:
                 "result": {k: v for k, v in result.items() if isinstance(v, int | float | str)}}
 
     def families(self) -> dict:
-        fams = self.c.call("GET", f"/api/v1/sae-runs/{self.ids['sae']}/families").json()
+        fams: list[dict] = []
+        while True:  # a page at a time, as a client reads them
+            page = self.c.call("GET", f"/api/v1/sae-runs/{self.ids['sae']}/families?limit=200&offset={len(fams)}").json()
+            fams += page["items"]
+            if not page["items"] or len(fams) >= page["total"]:
+                break
         return {"families": len(fams), "members": sum(len(f.get("members", [])) for f in fams)}
 
     def search_expression(self) -> dict:

@@ -207,6 +207,14 @@ class FamilyMemberOut(BaseModel):
 class FamilyOut(BaseModel):
     id: int
     iteration: int
-    root_index: int
+    root_index: int = Field(description="Feature index of the family's parent (its root).")
     size: int
-    members: list[FamilyMemberOut]
+    label: str | None = Field(None, description="The family's name, from its members' names; null until named.")
+    members: list[FamilyMemberOut] = Field(description="The root first, then each member with its parent and depth.")
+
+
+class FamilyPage(BaseModel):
+    items: list[FamilyOut] = Field(description="By iteration, then largest first.")
+    total: int = Field(description="Families of the run (of the iteration asked for, if one was).")
+    limit: int
+    offset: int

@@ -28,6 +28,7 @@ class World:
 def _objects(session, project_id: int) -> dict[str, object]:  # noqa: ANN001
     from gateway.domain.concepts.models import Concept
     from gateway.domain.datasets.models import Dataset, Document
+    from gateway.domain.features.models import Family, FamilyMember
     from gateway.domain.jobs.models import Job
     from gateway.domain.runs.models import EmbeddingRun, SaeRun
 
@@ -42,13 +43,18 @@ def _objects(session, project_id: int) -> dict[str, object]:  # noqa: ANN001
     sae = SaeRun(embedding_run_id=emb.id, status="queued", n_latents=8, k=2, d=4)
     session.add(sae)
     session.flush()
+    family = Family(sae_run_id=sae.id, iteration=0, root_index=0, size=1)
+    session.add(family)
+    session.flush()
+    session.add(FamilyMember(family_id=family.id, feature_index=0, parent_index=None, depth=0))
     concept = Concept(sae_run_id=sae.id, name="c", kind="expression", expression="F1 > 0", features=[1])
     job = Job(id=f"embedding_run-{uuid.uuid4().hex[:20]}", kind="embedding_run", queue="gateway",
               status="succeeded", payload={"run_id": emb.id}, project_id=project_id)
     session.add_all([concept, job])
     session.flush()
     return {"dataset_id": ds.id, "document_id": doc.id, "embedding_run_id": emb.id, "sae_run_id": sae.id,
-            "concept_id": concept.id, "job_id": job.id, "index": 0, "project_id": project_id}
+            "concept_id": concept.id, "job_id": job.id, "index": 0, "project_id": project_id,
+            "family_id": family.id}
 
 
 def build_world(factory) -> World:  # noqa: ANN001

@@ -41,7 +41,27 @@ async def test_sae_run_features_and_families(client, auth, embedding_run, monkey
     assert out_of_range.status_code == 404 and "768" in out_of_range.json()["detail"]
     assert "0..767" in out_of_range.json()["detail"]
 
-    families = (await client.get(f"/api/v1/sae-runs/{run['id']}/families", headers=auth)).json()
+    # families come a page at a time (largest first within an iteration): the pages hold each family once
+    base = f"/api/v1/sae-runs/{run['id']}/families"
+    first = (await client.get(f"{base}?limit=7", headers=auth)).json()
+    assert first["limit"] == 7 and len(first["items"]) == 7 and first["total"] > 7
+    families = []
+    while len(families) < first["total"]:
+        page = (await client.get(f"{base}?limit=200&offset={len(families)}", headers=auth)).json()
+        assert page["total"] == first["total"] and page["items"]
+        families += page["items"]
+    assert families[:7] == first["items"] and len({f["id"] for f in families}) == first["total"]
+    order = [(f["iteration"], -f["size"]) for f in families]
+    assert order == sorted(order)
+    later = (await client.get(f"{base}?iteration=1&limit=200", headers=auth)).json()
+    assert later["items"] == [f for f in families if f["iteration"] == 1][:200]
+    assert later["total"] == sum(f["iteration"] == 1 for f in families)
+    too_many = await client.get(f"{base}?limit=201", headers=auth)
+    assert too_many.status_code == 422 and "limit" in too_many.text
+    one = (await client.get(f"{base}/{families[3]['id']}", headers=auth)).json()
+    assert one == families[3] and "label" in one
+    missing = await client.get(f"{base}/999999", headers=auth)
+    assert missing.status_code == 404 and "no family 999999" in missing.json()["detail"]
     for fam in families:
         assert fam["members"][0] == {"index": fam["root_index"], "parent_index": None, "depth": 0}
         assert fam["size"] == len(fam["members"])

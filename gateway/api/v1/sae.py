@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from contracts.catalog import ErrorOut
 from contracts.jobs import JobOut
 from contracts.runs import (
-    FamilyMemberOut, FamilyOut, FeatureDetail, FeatureOut, FeaturePage, InterpretationOut, Neighbour, SaeRunCreate,
+    FamilyMemberOut, FamilyOut, FamilyPage, FeatureDetail, FeatureOut, FeaturePage, InterpretationOut, Neighbour, SaeRunCreate,
     SaeRunList, SaeRunOut,
 )
 from contracts.interpret import ReinterpretOut, ReinterpretRequest
@@ -179,14 +179,32 @@ def unreliable_reason(best) -> str | None:  # noqa: ANN001
     return evidence.get("unreliable_reason") or (SHARED_NAME if evidence.get("shared_name") else None)
 
 
-@router.get("/{run_id}/families", response_model=list[FamilyOut], responses=NOT_FOUND)
+@router.get("/{run_id}/families", response_model=FamilyPage, responses=NOT_FOUND)
 def list_families(
-    run: SaeRunDep, session: SessionDep, _: CurrentKey, iteration: Annotated[int | None, Query(ge=0)] = None,
-) -> list[FamilyOut]:
-    fams = feature_repo.list_families(session, sae_run_id=run.id, iteration=iteration)
+    run: SaeRunDep, session: SessionDep, _: CurrentKey,
+    iteration: Annotated[int | None, Query(ge=0, description="Only this iteration's families (0: the first).")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
+) -> FamilyPage:
+    """A page of the run's feature families, by iteration and then largest first, each with its members."""
+    fams = feature_repo.list_families(session, sae_run_id=run.id, iteration=iteration, limit=limit, offset=offset)
+    counts = feature_repo.family_counts(session, sae_run_id=run.id)
+    total = sum(counts.values()) if iteration is None else counts.get(iteration, 0)
+    return FamilyPage(items=families_out(session, fams), total=total, limit=limit, offset=offset)
+
+
+@router.get("/{run_id}/families/{family_id}", response_model=FamilyOut, responses=NOT_FOUND)
+def get_family(run: SaeRunDep, family_id: int, session: SessionDep, _: CurrentKey) -> FamilyOut:
+    """One family with its members (the ids a feature's `families` lists)."""
+    found = [f for f in feature_repo.families_by_id(session, family_ids=[family_id]) if f.sae_run_id == run.id]
+    if not found:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"SAE run {run.id} has no family {family_id}")
+    return families_out(session, found)[0]
+
+
+def families_out(session, fams) -> list[FamilyOut]:  # noqa: ANN001
     members = feature_repo.family_members(session, family_ids=[f.id for f in fams])
     return [
-        FamilyOut(id=f.id, iteration=f.iteration, root_index=f.root_index, size=f.size,
+        FamilyOut(id=f.id, iteration=f.iteration, root_index=f.root_index, size=f.size, label=f.label,
                   members=[FamilyMemberOut(index=m.feature_index, parent_index=m.parent_index, depth=m.depth)
                            for m in members[f.id]])
         for f in fams
