@@ -138,6 +138,12 @@ async def test_sweep_is_one_request_and_bad_configs_name_the_field(client, auth,
                                headers=auth)).json()[0]
     assert (await client.get(f"/sae-runs/{alone['id']}/sweep", headers=auth)).status_code == 404
     assert (await wait_done(client, auth, f"/api/v1/sae-runs/{alone['id']}", timeout=240))["status"] == "succeeded"
+    # the list is a page, newest first, its total every run's
+    newest = (await client.get("/api/v1/sae-runs?limit=2", headers=auth)).json()
+    assert [r["id"] for r in newest["items"]] == [alone["id"], runs[1]["id"]] and newest["total"] == 3
+    rest = (await client.get("/api/v1/sae-runs?limit=2&offset=2", headers=auth)).json()
+    assert [r["id"] for r in rest["items"]] == [runs[0]["id"]] and rest["total"] == 3
+    assert (await client.get("/api/v1/sae-runs?limit=501", headers=auth)).status_code == 422
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

@@ -89,10 +89,12 @@ async def import_sae(request: Request, principal: CurrentKey, rid: RequestId) ->
 def list_sae_runs(
     session: SessionDep, principal: CurrentKey, embedding_run_id: Annotated[int | None, Query()] = None,
     sweep_id: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 200, offset: Annotated[int, Query(ge=0)] = 0,
 ) -> SaeRunList:
-    runs = repo.list_sae_runs(session, embedding_run_id=embedding_run_id, sweep_id=sweep_id,
-                              project_ids=principal.project_ids)
-    return SaeRunList(items=[run_summary(r) for r in runs], total=len(runs))
+    """A page of the runs the caller may read, newest first (of one embedding run or one sweep if asked)."""
+    runs, total = repo.page_sae_runs(session, embedding_run_id=embedding_run_id, sweep_id=sweep_id,
+                                     project_ids=principal.project_ids, limit=limit, offset=offset)
+    return SaeRunList(items=[run_summary(r) for r in runs], total=total)
 
 
 @router.get("/{run_id}", response_model=SaeRunOut, responses=NOT_FOUND)

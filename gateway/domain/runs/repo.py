@@ -94,14 +94,23 @@ def get_sae_run(session: Session, *, run_id: int) -> SaeRun | None:
 
 def list_sae_runs(session: Session, *, embedding_run_id: int | None = None, sweep_id: str | None = None,
                   project_ids: frozenset[int] | None = None) -> list[SaeRun]:
-    stmt = select(SaeRun)
+    """The newest 500 runs (of an embedding run or a sweep, for the pages and the demo)."""
+    return page_sae_runs(session, embedding_run_id=embedding_run_id, sweep_id=sweep_id, project_ids=project_ids,
+                         limit=500, offset=0)[0]
+
+
+def page_sae_runs(session: Session, *, limit: int, offset: int, embedding_run_id: int | None = None,
+                  sweep_id: str | None = None, project_ids: frozenset[int] | None = None) -> tuple[list[SaeRun], int]:
+    """A page of runs, newest first, and how many there are; only those on datasets of `project_ids` when given."""
+    where = []
     if project_ids is not None:
-        stmt = stmt.where(SaeRun.embedding_run_id.in_(embedding_runs_of(project_ids)))
+        where.append(SaeRun.embedding_run_id.in_(embedding_runs_of(project_ids)))
     if embedding_run_id is not None:
-        stmt = stmt.where(SaeRun.embedding_run_id == embedding_run_id)
+        where.append(SaeRun.embedding_run_id == embedding_run_id)
     if sweep_id is not None:
-        stmt = stmt.where(SaeRun.sweep_id == sweep_id)
-    return list(session.scalars(stmt.order_by(SaeRun.id.desc()).limit(500)))
+        where.append(SaeRun.sweep_id == sweep_id)
+    rows = session.scalars(select(SaeRun).where(*where).order_by(SaeRun.id.desc()).limit(limit).offset(offset))
+    return list(rows), session.scalar(select(func.count()).select_from(SaeRun).where(*where)) or 0
 
 
 def succeeded_sae_runs(session: Session, *, project_ids: frozenset[int]) -> list[tuple[SaeRun, Dataset]]:
