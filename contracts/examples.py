@@ -28,7 +28,7 @@ class Example(BaseModel):
     span: tuple[int, int] | None = Field(
         default=None, description="[start, end) characters of the chunk where the feature is strongest; None: one chunk.",
     )
-    similarity: float | None = Field(default=None, description="Near misses: cosine to the activating centroid.")
+    similarity: float | None = Field(default=None, description="Near misses: cosine to the activating documents' mean, both centred on the corpus's mean vector.")
 
 
 class FeatureExamples(BaseModel):

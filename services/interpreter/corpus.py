@@ -86,6 +86,14 @@ class Corpus:
         starts = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(first)))])
         return DistinctVectors(vectors[first], group, np.argsort(group, kind="stable"), starts)
 
+    @cached_property
+    def centring(self) -> tuple[np.ndarray, np.ndarray]:
+        """The mean document vector mu [d] and each document's norm once centred on it, |v - mu| [N]
+        (|v|= 1: 1 - 2 v·mu + |mu|²), without a centred copy of the vectors."""
+        mu = self.vectors.mean(axis=0, dtype=np.float64).astype(np.float32)
+        squared = 1.0 - 2.0 * (self.vectors @ mu) + float(mu @ mu)
+        return mu, np.sqrt(np.maximum(squared, 1e-12)).astype(np.float32)
+
     @property
     def n_features(self) -> int:
         return self.codes.shape[1]

@@ -73,6 +73,9 @@ def test_train_and_explore_an_sae(page, demo) -> None:  # noqa: ANN001
     assert len(badges) >= 8 and badges[0] == "Q1"
     assert set(badges) == {"Q1", "Q2", "Q3", "Q4"}  # every quantile, not only the very top
     assert page.locator("#feature-examples .near-misses li .excerpt").count() >= 1
+    cosines = page.locator("#feature-examples .near-misses .example-head").all_inner_texts()
+    shown = [float(re.match(r"centred cosine (-?\d\.\d\d)\b", c).group(1)) for c in cosines]
+    assert shown == sorted(shown, reverse=True) and len(set(shown)) > 1, cosines  # nearest first, and they differ
     shot(page, "feature-documents")
 
     page.goto(page.url.split("/features/")[0] + "/families")

@@ -41,6 +41,13 @@ def test_examples_span_quantiles_and_match_the_codes(corpus, synthetic, feature)
     near = out.near_misses
     assert near and not {e.position for e in near} & set(positions.tolist())
     assert [e.similarity for e in near] == sorted((e.similarity for e in near), reverse=True)
+    # centred on the corpus's mean: the same as cosines over an explicitly centred copy of the vectors
+    centred = corpus.vectors.astype(np.float64) - corpus.vectors.astype(np.float64).mean(axis=0)
+    centre = centred[[e.position for e in out.activating]].mean(axis=0)
+    expected = centred @ centre / np.linalg.norm(centred, axis=1) / np.linalg.norm(centre)
+    expected[positions] = -np.inf
+    assert [e.position for e in near] == np.argsort(-expected, kind="stable")[:len(near)].tolist()
+    assert [e.similarity for e in near] == pytest.approx(expected[[e.position for e in near]].tolist(), abs=1e-5)
 
 
 def test_a_driving_chunk_lies_inside_its_document(corpus, synthetic):
