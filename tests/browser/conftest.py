@@ -38,6 +38,17 @@ def page(browser):  # noqa: ANN001, ANN201
     context.close()
 
 
+HTMX_SETTLED = """() => !document.querySelector(
+    '[hx-trigger="load"], .htmx-request, .htmx-swapping, .htmx-settling')"""
+"""True once the page's load-time fragments (the feature page's documents) have arrived and settled: the
+element that asks for one is swapped out for it, and HTMX marks requests, swaps and settles by class."""
+
+
+def settled(page) -> None:  # noqa: ANN001
+    """Wait for the page's HTMX fragments: what `networkidle` waited for, without its half second of quiet."""
+    page.wait_for_function(HTMX_SETTLED, polling=50)
+
+
 def shot(page, name: str) -> Path:  # noqa: ANN001
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from gateway.demo.corpus import generate_notes
-from tests.browser.conftest import shot
+from tests.browser.conftest import settled, shot
 from tests.browser.test_dashboard_embedding import login
 from tests.live import create_key, import_random_vectors, live_server
 
@@ -103,7 +103,7 @@ def test_markup_is_shown_as_text_on_every_page(page, tmp_path: Path) -> None:  #
         for path, shown in pages.items():
             resp = page.goto(url + path)
             assert resp is not None and resp.status == 200, path
-            page.wait_for_load_state("networkidle")  # HTMX fragments (the feature's documents) too
+            settled(page)  # HTMX fragments (the feature's documents) too
             assert page.evaluate("window.__xss") is None, path
             assert page.locator(".xss").count() == 0, path  # no element made from the markup
             assert page.locator('img[src="x"]').count() == 0, path
