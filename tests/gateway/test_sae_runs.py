@@ -74,6 +74,7 @@ async def test_sae_run_features_and_families(client, auth, embedding_run, monkey
     opened = re.compile(r'<li class="tree" id="family-(\d+)">\s*<details (open)?>')
     page_html = (await client.get(f"/sae-runs/{run['id']}/families", headers=auth)).text
     assert dict(opened.findall(page_html))[str(largest["id"])] == "open"
+    assert "unnamed: its parent has no name" in page_html  # nothing is named yet: said, not left blank
     sae_pages = importlib.import_module("gateway.dashboard.sae_pages")  # the package's `sae_pages` is its router
     monkeypatch.setattr(sae_pages, "FAMILY_OPEN_MAX", largest["size"] - 1)
     page_html = (await client.get(f"/sae-runs/{run['id']}/families", headers=auth)).text
