@@ -138,13 +138,16 @@ async def test_npy_import_trains_an_sae_and_refuses_text_without_a_query_model(a
         ("succeeded", "imported:e5-large", "imported", D, N)
     assert run["n_chunks"] is None and run["result"]["chunks"] == [] and run["job_id"] is None
     assert run["result"]["norm_min"] == pytest.approx(3.0, rel=1e-5) and run["result"]["dtype"] == "float64"
+    assert run["spec"]["query_normalize"] is True  # scaled here: a query model's texts would be too
+    as_given = await post_import(client, auth, npy(x), "raw.npy", dataset_id=ds, normalize="false")
+    assert as_given.status_code == 201 and as_given.json()["spec"]["query_normalize"] is False  # norm 3, kept
     (shard,) = run["result"]["shards"]
     assert shard["uri"].endswith(f"embedding-runs/{run['id']}/embeddings/shard-00000.npy")
     stored = np.load(app.state.store.local_path(shard["uri"]))
     assert stored.dtype == np.float32
     np.testing.assert_allclose(stored, unit_vectors(seed=1), rtol=0, atol=1e-6)
     events = (await client.get("/api/v1/audit-events", headers=auth)).json()
-    (event,) = [e for e in events if e["action"] == "embedding_run.import"]
+    (event,) = [e for e in events if e["action"] == "embedding_run.import" and e["target_id"] == str(run["id"])]
     assert event["target_id"] == str(run["id"]) and event["details"] == {"dataset_id": ds, "n_documents": N, "dim": D,
                                                                            "format": "npy"}
 
@@ -208,6 +211,12 @@ async def test_imported_vectors_are_the_embedded_ones(app, client, auth) -> None
     hits = [await client.post(f"/api/v1/sae-runs/{r['id']}/search", json=query, headers=auth) for r in (ours, theirs)]
     assert [h.status_code for h in hits] == [200, 200], hits[0].text
     assert [i["position"] for i in hits[0].json()["items"]] == [i["position"] for i in hits[1].json()["items"]]
+    # unit vectors imported as given: the query is scaled to unit norm as the run's was, so the scores are the
+    # same cosines and the query has the same features (an unscaled query ranked alike, but with other features)
+    assert imported["spec"]["query_normalize"] is True
+    assert [i["score"] for i in hits[0].json()["items"]] == pytest.approx([i["score"] for i in hits[1].json()["items"]],
+                                                                          abs=1e-6)
+    assert hits[0].json()["query_features"] == hits[1].json()["query_features"]
 
     densest = (await client.get(f"/api/v1/sae-runs/{ours['id']}/features?sort=density&limit=3", headers=auth)).json()
     naming = await client.post(f"/api/v1/sae-runs/{ours['id']}/interpretations", headers=auth,

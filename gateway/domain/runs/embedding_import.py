@@ -209,6 +209,9 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
     prefix = f"embedding-runs/{run_id}"
     try:
         shards, norms = write_shards(store, prefix, vectors.array, normalize=req.normalize)
+        # A query meets the stored vectors as they are: unit norm when scaled here, or when they came so
+        # (vectors exported from a run, "as given"); otherwise as the query model gives them.
+        query_normalize = req.normalize or all(abs(n - 1.0) <= UNIT_NORM_TOLERANCE for n in norms)
         seg_shards = [] if segments is None else write_segment_shards(store, prefix, segments)
         manifest = {"model": f"imported:{req.name}", "pooling": IMPORTED, "normalize": req.normalize,
                     "max_length": None, "shard_size": SHARD_SIZE, "dim": d, "source": req.source}
@@ -227,6 +230,7 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
             for info in [*shards, *seg_shards]:
                 artifact_repo.record(session, info=info, owner_type="embedding_run", owner_id=run_id)
             run.status, run.finished_at, run.result = "succeeded", utcnow(), result.model_dump(mode="json")
+            run.spec = {**(run.spec or {}), "query_normalize": query_normalize}
             audit(session, principal, "embedding_run.import", target_type="embedding_run", target_id=run_id,
                   request_id=request_id, details={"dataset_id": req.dataset_id, "n_documents": keys.n, "dim": d,
                                                   "format": vectors.format,
@@ -238,6 +242,11 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
             artifact_repo.forget_owner(session, owner_type="embedding_run", owner_id=run_id)
             repo.delete_embedding_run(session, run_id=run_id)
         raise
+
+
+UNIT_NORM_TOLERANCE = 1e-3
+"""Vectors imported "as given" whose norms all lie within this of 1 count as unit norm (float32 rounding,
+a file's own float16 rounding): their queries are scaled to unit norm as well."""
 
 
 def write_shards(store: ArtifactStore, prefix: str, vectors: np.ndarray, *,

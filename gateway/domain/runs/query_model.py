@@ -45,5 +45,7 @@ def query_embedding(run: EmbeddingRun) -> dict[str, Any]:
     if not spec.get("query_model"):
         raise NoQueryModel(run)
     prompt = {"prompt_name": spec["query_prompt_name"]} if spec.get("query_prompt_name") else {}
-    return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": run.normalize,
+    # the stored vectors' norm, not only the import's `normalize`: unit vectors imported as given meet unit queries
+    normalize = spec.get("query_normalize", run.normalize)
+    return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": normalize,
             **prompt}
