@@ -46,6 +46,9 @@ def query_embedding(run: EmbeddingRun) -> dict[str, Any]:
         raise NoQueryModel(run)
     prompt = {"prompt_name": spec["query_prompt_name"]} if spec.get("query_prompt_name") else {}
     # the stored vectors' norm, not only the import's `normalize`: unit vectors imported as given meet unit queries
-    normalize = spec.get("query_normalize", run.normalize)
+    normalize = spec.get("query_normalize")
+    if normalize is None:  # imported before spec.query_normalize was recorded: the norms the result recorded
+        norms = [(run.result or {}).get(k) for k in ("norm_min", "norm_max")]
+        normalize = run.normalize or (None not in norms and all(abs(n - 1.0) <= 1e-3 for n in norms))
     return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": normalize,
             **prompt}
