@@ -39,7 +39,7 @@ from gateway.domain.runs import repo
 from gateway.domain.runs.embedding import check_allowed_model
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import EmbeddingRun
-from gateway.domain.runs.query_model import IMPORTED
+from gateway.domain.runs.query_model import IMPORTED, UNIT_NORM_TOLERANCE
 from gateway.domain.runs.segment_files import SegmentUpload, read_segments, text_lengths
 from gateway.domain.runs.vector_files import DatasetKeys, Vectors, read_vectors
 from gateway.search import text_index
@@ -242,11 +242,6 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
             artifact_repo.forget_owner(session, owner_type="embedding_run", owner_id=run_id)
             repo.delete_embedding_run(session, run_id=run_id)
         raise
-
-
-UNIT_NORM_TOLERANCE = 1e-3
-"""Vectors imported "as given" whose norms all lie within this of 1 count as unit norm (float32 rounding,
-a file's own float16 rounding): their queries are scaled to unit norm as well."""
 
 
 def write_shards(store: ArtifactStore, prefix: str, vectors: np.ndarray, *,

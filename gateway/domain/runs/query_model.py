@@ -29,6 +29,11 @@ class NoQueryModel(RunInputError):
         self.run_id = run.id
 
 
+UNIT_NORM_TOLERANCE = 1e-3
+"""Vectors imported "as given" whose norms all lie within this of 1 count as unit norm (float32 rounding,
+a file's own float16 rounding): their queries are scaled to unit norm as well."""
+
+
 def is_imported(run: EmbeddingRun) -> bool:
     return run.pooling == IMPORTED
 
@@ -49,6 +54,6 @@ def query_embedding(run: EmbeddingRun) -> dict[str, Any]:
     normalize = spec.get("query_normalize")
     if normalize is None:  # imported before spec.query_normalize was recorded: the norms the result recorded
         norms = [(run.result or {}).get(k) for k in ("norm_min", "norm_max")]
-        normalize = run.normalize or (None not in norms and all(abs(n - 1.0) <= 1e-3 for n in norms))
+        normalize = run.normalize or (None not in norms and all(abs(n - 1.0) <= UNIT_NORM_TOLERANCE for n in norms))
     return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": normalize,
             **prompt}
