@@ -169,9 +169,15 @@ def test_postgres_restart_mid_job(deployment: Deployment, notes_csv: Path) -> No
 
     poller = threading.Thread(target=poll)
     poller.start()
+    finished = re.compile(rf"embedding run {run['id']}: \d+ documents, \d+ shards computed")
     try:
         pg_ctl("stop")
         time.sleep(2.0)
+        # down until the embedder has finished the run and the gateway's worker has met the outage at the job's
+        # end (where a job once stayed `running` for good): it must run the job again once the database is back
+        wait_until(lambda: finished.search(dep.procs["embedder-worker"].log_text()), 120, "the embedder finishes")
+        wait_until(lambda: "database unavailable: job retried" in dep.procs["gateway-worker"].log_text(), 60,
+                   "the gateway worker retries")
     finally:
         pg_ctl("start")
         wait_until(lambda: dep.get(f"/api/v1/datasets/{ds['id']}").status_code == 200, 60, "gateway recovers")

@@ -176,3 +176,50 @@ async def test_jobs_through_arq_and_redis(app, client, auth) -> None:  # noqa: A
     assert done["status"] == "succeeded" and done["result"] == {"counted": 3}
     assert RUNS[tag] == 1
     await runner.close()
+
+
+async def test_a_database_outage_runs_the_job_again_instead_of_failing_it(app, client, auth, monkeypatch) -> None:  # noqa: ANN001
+    """Distributed mode: a step of a job that finds the database unreachable (here: a real connection refused)
+    does not fail the job; arq runs it again after DATABASE_RETRY_DEFER_S, and on its last try the row says why."""
+    from sqlalchemy import create_engine
+
+    import gateway.worker as worker_module
+
+    def unreachable() -> None:
+        engine = create_engine("postgresql+psycopg://postgres@127.0.0.1:1/test", connect_args={"connect_timeout": 2})
+        try:
+            engine.connect()
+        finally:
+            engine.dispose()
+
+    async def outage_once(ctx: JobContext, payload: dict) -> dict:
+        p = CountPayload.model_validate(payload)
+        RUNS[p.tag] = RUNS.get(p.tag, 0) + 1
+        if p.fail_at_end or RUNS[p.tag] == 1:
+            unreachable()  # sqlalchemy's OperationalError, as while PostgreSQL restarts
+        return {"runs": RUNS[p.tag]}
+
+    HANDLERS["test.outage"] = outage_once
+    monkeypatch.setattr(worker_module, "DATABASE_RETRY_DEFER_S", (0.05,))
+    monkeypatch.setattr(worker_module.WorkerSettings, "max_tries", 3)
+    queue = f"gateway-test-{uuid.uuid4().hex[:6]}"
+    runner = ArqRunner(REDIS_URL, queue_name=queue)
+    deps = JobDeps(app.state.settings, app.state.factory, app.state.store, app.state.services)
+    try:
+        tags = [uuid.uuid4().hex, uuid.uuid4().hex]
+        jobs = [await submit(app.state.factory, runner, kind="test.outage", queue="gateway",
+                             payload=CountPayload(n=1, tag=tags[0])),
+                await submit(app.state.factory, runner, kind="test.outage", queue="gateway",
+                             payload=CountPayload(n=1, tag=tags[1], fail_at_end=True))]  # the outage never ends
+        worker = Worker(functions=[run_job], queue_name=queue, redis_settings=RedisSettings.from_dsn(REDIS_URL),
+                        burst=True, job_serializer=dump_job_data, job_deserializer=load_job_data, ctx={"deps": deps},
+                        handle_signals=False, poll_delay=0.05, max_tries=3)
+        await worker.main()
+        await worker.close()
+    finally:
+        HANDLERS.pop("test.outage", None)
+        await runner.close()
+    once, never = [(await client.get(f"/api/v1/jobs/{j.id}", headers=auth)).json() for j in jobs]
+    assert (once["status"], once["result"], once["attempts"], once["error"]) == ("succeeded", {"runs": 2}, 2, None)
+    assert (never["status"], never["attempts"], RUNS[tags[1]]) == ("failed", 3, 3)
+    assert never["error"].startswith("database unavailable in 3 tries: (psycopg.OperationalError)"), never["error"]

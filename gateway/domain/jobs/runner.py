@@ -68,7 +68,11 @@ class JobDeps:
     arq_pool: Any = None
 
 
-async def execute_job(job_id: str, deps: JobDeps, handlers: Mapping[str, Handler]) -> None:
+async def execute_job(job_id: str, deps: JobDeps, handlers: Mapping[str, Handler], *,
+                      transient: tuple[type[BaseException], ...] = ()) -> None:
+    """Run the job's handler and record how it ended. An exception of `transient` (the arq worker's: the
+    database unreachable) is not the job's failure: it leaves the job running and goes to the caller,
+    which runs the job again later; the handler then resumes from its checkpoints."""
     recorder = JobRecorder(deps.factory, job_id)
     job = await asyncio.to_thread(recorder.start)
     if job is None:
@@ -84,6 +88,10 @@ async def execute_job(job_id: str, deps: JobDeps, handlers: Mapping[str, Handler
     except JobCancelled:
         await asyncio.to_thread(recorder.cancelled)
         log.info("job cancelled", extra={"job_id": job_id})
+    except transient as exc:
+        log.warning("job interrupted, to be run again", extra={"job_id": job_id, "kind": job.kind,
+                                                                "error": type(exc).__name__})
+        raise
     except Exception as exc:  # the job fails; the error is recorded, the runner survives
         await asyncio.to_thread(recorder.fail, f"{type(exc).__name__}: {exc}")
         log.exception("job failed", extra={"job_id": job_id, "kind": job.kind})
