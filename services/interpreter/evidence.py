@@ -145,9 +145,16 @@ def hard_negatives(corpus: Corpus, centre_rows: np.ndarray, active: np.ndarray, 
     if m <= 0:
         return np.empty(0, np.int64)
     centroid = corpus.vectors[centre_rows].mean(0)  # [d]
-    sims = corpus.vectors @ centroid  # [N]; rows are unit-norm, so this ranks by cosine
+    return nearest_outside(corpus.vectors @ centroid, active, m)  # rows are unit-norm: this ranks by cosine
+
+
+def nearest_outside(sims: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
+    """The (at most) m positions of the largest `sims` [N] outside `active`, largest first; `sims` is
+    overwritten at `active`."""
     sims[active] = -np.inf
-    m = min(m, corpus.n_docs - len(active))
+    m = min(m, len(sims) - len(active))
+    if m <= 0:
+        return np.empty(0, np.int64)
     top = np.argpartition(-sims, m - 1)[:m]
     return top[np.argsort(-sims[top])].astype(np.int64)
 

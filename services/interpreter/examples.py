@@ -8,7 +8,7 @@ import numpy as np
 
 from contracts.examples import Example, ExamplesRequest, FeatureExamples
 from services.interpreter.corpus import Corpus
-from services.interpreter.evidence import feature_rng, quantile_sample, strongest_chunk
+from services.interpreter.evidence import feature_rng, nearest_outside, quantile_sample, strongest_chunk
 
 
 def feature_examples(corpus: Corpus, req: ExamplesRequest) -> FeatureExamples:
@@ -40,10 +40,5 @@ def centred_nearest(corpus: Corpus, rows: np.ndarray, active: np.ndarray, m: int
     centre = corpus.vectors[rows].mean(axis=0) - mu
     centre /= max(float(np.linalg.norm(centre)), 1e-12)
     sims = (corpus.vectors @ centre - float(mu @ centre)) / norms  # [N]: cos(v - mu, centre)
-    sims[active] = -np.inf
-    m = min(m, corpus.n_docs - len(active))
-    if m <= 0:
-        return np.empty(0, np.int64), np.empty(0, np.float32)
-    top = np.argpartition(-sims, m - 1)[:m]
-    top = top[np.argsort(-sims[top], kind="stable")]
-    return top.astype(np.int64), sims[top]
+    top = nearest_outside(sims, active, m)
+    return top, sims[top]
