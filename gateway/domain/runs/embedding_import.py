@@ -39,7 +39,7 @@ from gateway.domain.runs import repo
 from gateway.domain.runs.embedding import check_allowed_model
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.models import EmbeddingRun
-from gateway.domain.runs.query_model import IMPORTED, UNIT_NORM_TOLERANCE
+from gateway.domain.runs.query_model import IMPORTED, queries_unit_norm
 from gateway.domain.runs.segment_files import SegmentUpload, read_segments, text_lengths
 from gateway.domain.runs.vector_files import DatasetKeys, Vectors, read_vectors
 from gateway.search import text_index
@@ -211,7 +211,7 @@ def store_run(factory: Any, store: ArtifactStore, req: ImportRequest, keys: Data
         shards, norms = write_shards(store, prefix, vectors.array, normalize=req.normalize)
         # A query meets the stored vectors as they are: unit norm when scaled here, or when they came so
         # (vectors exported from a run, "as given"); otherwise as the query model gives them.
-        query_normalize = req.normalize or all(abs(n - 1.0) <= UNIT_NORM_TOLERANCE for n in norms)
+        query_normalize = queries_unit_norm(req.normalize, *norms)
         seg_shards = [] if segments is None else write_segment_shards(store, prefix, segments)
         manifest = {"model": f"imported:{req.name}", "pooling": IMPORTED, "normalize": req.normalize,
                     "max_length": None, "shard_size": SHARD_SIZE, "dim": d, "source": req.source}

@@ -34,6 +34,13 @@ UNIT_NORM_TOLERANCE = 1e-3
 a file's own float16 rounding): their queries are scaled to unit norm as well."""
 
 
+def queries_unit_norm(normalize: bool, norm_min: float | None, norm_max: float | None) -> bool:
+    """Whether a query meets an import's stored vectors at unit norm: scaled at import (`normalize`), or
+    every norm uploaded within UNIT_NORM_TOLERANCE of 1 (vectors exported from a run, imported as given)."""
+    norms = (norm_min, norm_max)
+    return normalize or (None not in norms and all(abs(n - 1.0) <= UNIT_NORM_TOLERANCE for n in norms))
+
+
 def is_imported(run: EmbeddingRun) -> bool:
     return run.pooling == IMPORTED
 
@@ -53,7 +60,7 @@ def query_embedding(run: EmbeddingRun) -> dict[str, Any]:
     # the stored vectors' norm, not only the import's `normalize`: unit vectors imported as given meet unit queries
     normalize = spec.get("query_normalize")
     if normalize is None:  # imported before spec.query_normalize was recorded: the norms the result recorded
-        norms = [(run.result or {}).get(k) for k in ("norm_min", "norm_max")]
-        normalize = run.normalize or (None not in norms and all(abs(n - 1.0) <= UNIT_NORM_TOLERANCE for n in norms))
+        result = run.result or {}
+        normalize = queries_unit_norm(run.normalize, result.get("norm_min"), result.get("norm_max"))
     return {"model": spec["query_model"], "pooling": spec.get("query_pooling", "mean"), "normalize": normalize,
             **prompt}
