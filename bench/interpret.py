@@ -64,7 +64,7 @@ def train_on_sentences(store: ArtifactStore, emb: EmbedJobResult) -> SaeTrainRes
     import numpy as np
     import torch
 
-    from bench.sae_data import _cached, read_abstracts, split_sentences
+    from bench.sae_data import TAG, _cached, read_abstracts, split_sentences
     from services.sae.io import save_sae
     from services.sae.pipeline import analyse_imported_sae
     from services.sae.trainer import SaeTrainer, load_embeddings
@@ -75,7 +75,7 @@ def train_on_sentences(store: ArtifactStore, emb: EmbedJobResult) -> SaeTrainRes
         return analyse_imported_sae(payload, f"sae-source/{name}", store)
     docs = load_embeddings(store, emb.shards)
     sents = [s for text in read_abstracts() for s in split_sentences(text)]
-    sx = _cached("medabs-sentences-minilm-l6", sents, 128)
+    sx = _cached(f"medabs-sentences-{TAG}", sents, 128)  # the encoder's own cache file
     sx = sx / np.maximum(np.linalg.norm(sx, axis=1, keepdims=True), 1e-12)
     x = np.ascontiguousarray(np.concatenate([sx, docs]).astype(np.float32))
     cfg = SAE_CONFIG.model_copy(update={"max_steps": SENTENCE_STEPS}).validate_for_dim(x.shape[1])
