@@ -53,19 +53,17 @@ def vectors(data: Path, run: dict) -> np.ndarray:
 
 def test_killed_server_resumes_embedding_run(tmp_path: Path) -> None:
     csv = notes_csv(tmp_path / "notes.csv")
-    # The reference: an uninterrupted run in its own data dir.
-    ref_data = tmp_path / "ref"
-    with live_server(ref_data) as (url, _):
-        key = create_key(ref_data)
-        _, run = start_run(url, key, csv)
-        reference = wait_done(url, key, run["id"])
-    assert reference["status"] == "succeeded"
-
-    data = tmp_path / "killed"
-    shard_dir = data / "artifacts" / "embedding-runs" / "1" / "embeddings"
+    data = tmp_path / "data"
     with live_server(data) as (url, proc):
         key = create_key(data)
-        _, run = start_run(url, key, csv)
+        # The reference: an uninterrupted run of the same notes, uploaded as a dataset of their own, so
+        # that the killed run is another job with shards of its own (run 2), computed by the same model.
+        ref_ds, ref_run = start_run(url, key, csv)
+        reference = wait_done(url, key, ref_run["id"])
+        assert reference["status"] == "succeeded"
+        ds, run = start_run(url, key, csv)
+        assert ds["id"] != ref_ds["id"] and run["id"] != ref_run["id"]
+        shard_dir = data / "artifacts" / "embedding-runs" / str(run["id"]) / "embeddings"
         deadline = time.monotonic() + 120
         while len(list(shard_dir.glob("shard-*.npy"))) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -83,4 +81,4 @@ def test_killed_server_resumes_embedding_run(tmp_path: Path) -> None:
     assert result["shards_computed"] + result["shards_reused"] == total_shards
     # At most the shard in flight at the kill was computed twice.
     assert result["shards_computed"] <= total_shards - done_at_kill
-    np.testing.assert_array_equal(vectors(data, resumed), vectors(ref_data, reference))
+    np.testing.assert_array_equal(vectors(data, resumed), vectors(data, reference))
