@@ -56,7 +56,7 @@ class DocumentPage(BaseModel):
                             "(`truncated`), so that a page stays a few megabytes (documents reach 10 MB each).")
 
 
-Role = Literal["admin", "editor", "viewer"]
+Role = Literal["admin", "editor", "labeller", "viewer"]
 AccountName = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
 
 

@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 import regex
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from contracts.labels import LabellingOut, QueueSeed
+
 MAX_DOCUMENT_IDS = 200_000
 MAX_WORDS_REGEX = 1_000  # characters of a concept's own regex baseline
 
@@ -84,9 +86,13 @@ class ConceptCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="Unique within the SAE run.")
     description: str | None = Field(default=None, max_length=2000)
     kind: Literal["expression", "probe"]
+    seed: QueueSeed | None = Field(default=None, description=(
+        "kind probe without `examples`: a concept to be labelled note by note; the queue starts from this seed "
+        "(an expression such as `label:\"bronchiolite\"`, or a text query)."))
     expression: str | None = Field(default=None, max_length=4000,
                                    description="kind expression: e.g. `F12 > 0.3 AND NOT F40 > 0`.")
-    examples: Examples | None = Field(default=None, description="Required for a probe (its training data); for an "
+    examples: Examples | None = Field(default=None, description="A probe's training data (without it, the probe is "
+                                                                "trained on the labels given note by note); for an "
                                                                 "expression, optional: what it is evaluated against.")
     segment_words: list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=2, max_length=60)]] | None = (
         Field(default=None, min_length=1, max_length=20,
@@ -234,7 +240,11 @@ class NamedWeight(BaseModel):
 
 class ProbeOut(BaseModel):
     C: float = Field(description="Inverse regularisation chosen by cross-validation.")
-    cv_f1: float = Field(description="Mean cross-validated F1 at that C, on the training split.")
+    cv_f1: float | None = Field(description="Mean cross-validated F1 at that C, on the training split (None: too few "
+                                            "labels to cross-validate).")
+    readout: Literal["l1", "row_l2"] = Field(default="l1", description=(
+        "l1: L1 logistic regression on the codes (a concept made from examples); row_l2: codes at unit norm per note, "
+        "L2 logistic regression (a concept trained on its label set)."))
     intercept: float
     threshold: float = Field(description="Probability at or above which a document matches.")
     n_features: int = Field(description="Features with a non-zero weight.")
@@ -255,6 +265,8 @@ class AppliedOut(BaseModel):
     n_matches: int | None = None
     n_documents: int | None = None
     export_url: str | None = Field(default=None, description="CSV of the matches, once applied.")
+    trained_on: dict | None = Field(default=None, description="The labels the applied probe was trained on: count "
+                                                              "and hash (a concept trained on its label set).")
 
 
 class ConceptOut(BaseModel):
@@ -274,6 +286,10 @@ class ConceptOut(BaseModel):
     features: list[NamedWeight] = Field(default_factory=list,
                                         description="Expression: the features it refers to (weight 1).")
     applied: AppliedOut
+    seed: QueueSeed | None = Field(default=None, description="Where the labelling queue starts.")
+    labelling: LabellingOut | None = Field(default=None, description=(
+        "The probe trained on the label set: labels so far, the estimate of F1, the learning curve beside TF-IDF, "
+        "the features that carry it; None until it is first trained."))
     created_at: datetime
 
 

@@ -24,6 +24,11 @@ from gateway.domain.auth.service import Principal
 # path lacks the prefix of the router that includes it (`/api/v1`); the API and the dashboard agree on these.
 ADMIN_PREFIXES = ("/api-keys", "/users", "/projects", "/audit-events", "/audit", "/admin")
 READS_BY_POST = frozenset({"/sae-runs/{run_id}/search", "/logout", "/project"})
+LABELLING = frozenset({"/concepts/{concept_id}/labels/{document_id}", "/concepts/{concept_id}/labels",
+                       "/concepts/{concept_id}/labels/{document_id}/undo", "/concepts/{concept_id}/labels/import",
+                       "/concepts/{concept_id}/queue", "/concepts/{concept_id}/retrain",
+                       "/concepts/{concept_id}/label/answer"})
+"""Routes that write a concept's labels (or hand out and retrain on them): a labeller may, besides editors."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SCOPED_SEGMENTS: dict[str, Kind] = {"datasets": "dataset", "embedding-runs": "embedding_run", "sae-runs": "sae_run",
                                     "concepts": "concept", "jobs": "job"}
@@ -59,7 +64,12 @@ def check_access(request: Request, session: Session, principal: Principal) -> No
     template = route_template(request)
     if template.startswith(ADMIN_PREFIXES) and not principal.is_admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail="only an administrator may do this")
-    if request.method not in SAFE_METHODS and template not in READS_BY_POST and not principal.can_write:
+    writes = request.method not in SAFE_METHODS and template not in READS_BY_POST
+    if writes and template in LABELLING:
+        if not principal.can_label:
+            why = "this key is read-only" if principal.read_only else f"a {principal.role} may only read"
+            raise HTTPException(status.HTTP_403_FORBIDDEN, detail=f"{why}: labelling needs a labeller or an editor")
+    elif writes and not principal.can_write:
         why = "this key is read-only" if principal.read_only else f"a {principal.role} may only read"
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail=f"{why}: creating, running and changing need an editor")
     target = scoped_object(template)

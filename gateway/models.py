@@ -7,9 +7,11 @@ from gateway.domain.concepts.models import Concept
 from gateway.domain.datasets.models import Dataset, Document
 from gateway.domain.features.models import Family, FamilyMember, Feature, Interpretation
 from gateway.domain.jobs.models import Job
+from gateway.domain.labels.models import ConceptLabel, LabelBatch, LabelEvent, LabelLease
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
 
 __all__ = [
-    "ApiKey", "Artifact", "AuditEvent", "Base", "Concept", "Dataset", "Document", "EmbeddingRun",
-    "Family", "FamilyMember", "Feature", "Interpretation", "Job", "Membership", "Project", "SaeRun", "User",
+    "ApiKey", "Artifact", "AuditEvent", "Base", "Concept", "ConceptLabel", "Dataset", "Document", "EmbeddingRun",
+    "Family", "FamilyMember", "Feature", "Interpretation", "Job", "LabelBatch", "LabelEvent", "LabelLease", "Membership",
+    "Project", "SaeRun", "User",
 ]

@@ -32,7 +32,8 @@ def create_api_key(settings: GatewaySettings, name: str, *, user: str | None = N
 @user_app.command("create")
 def user_create(
     name: Annotated[str, typer.Argument(help="The user's name.")],
-    role: Annotated[str, typer.Option(help="viewer (reads) | editor (also creates and runs) | admin (also manages "
+    role: Annotated[str, typer.Option(help="viewer (reads) | labeller (also labels notes) | editor (also creates "
+                                            "and runs) | admin (also manages "
                                             "users, projects, keys, the audit log)")] = "viewer",
     project: Annotated[list[str] | None, typer.Option(help="Make the user a member of this project (repeatable).")] = None,
 ) -> None:

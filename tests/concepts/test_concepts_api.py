@@ -47,7 +47,8 @@ async def test_expression_concept_metrics_match_a_hand_count(client, auth, label
     assert m["precision"] == pytest.approx(tp / (tp + fp), abs=1e-4) and m["recall"] == pytest.approx(tp / (tp + fn), abs=1e-4)
     assert 0.7 < m["f1"] < 1.0 and m["n_train"] == 0 and m["pr_curve"] is None
     assert [(f["index"], f["label"]) for f in c["features"]] == [(0, "bronchiolite"), (1, "sospetto")]
-    assert c["applied"] == {"job_id": None, "status": None, "n_matches": None, "n_documents": None, "export_url": None}
+    assert c["applied"] == {"job_id": None, "status": None, "n_matches": None, "n_documents": None, "export_url": None,
+                            "trained_on": None}
     listed = (await client.get(f"/api/v1/concepts?sae_run_id={labelled_run.run_id}", headers=auth)).json()
     assert listed["total"] == 1 and listed["items"][0]["f1"] == m["f1"]
 
@@ -72,7 +73,7 @@ async def test_probe_learns_that_suspected_is_the_difference(client, auth, label
 
 async def test_every_bad_input_is_a_4xx_naming_the_field(client, auth, labelled_run) -> None:  # noqa: ANN001
     cases = [
-        ({"name": "a", "kind": "probe"}, 422, "examples"),
+        ({"name": "a", "kind": "probe", "segment_words": ["bronchiolit"]}, 422, "segment_words"),
         ({"name": "a", "kind": "expression"}, 422, "expression"),
         ({"name": "a", "kind": "probe", "expression": "F1", "examples": CONFIRMED_VS_SUSPECTED}, 422, "expression"),
         ({"name": "a", "kind": "probe", "examples": {"labels": {"positive": ["bronchiolitis:confirmd"]}}},
@@ -87,6 +88,9 @@ async def test_every_bad_input_is_a_4xx_naming_the_field(client, auth, labelled_
         ({"name": "a", "kind": "sometimes"}, 422, "body.kind"),
         ({"name": "a", "kind": "expression", "expression": "F1", "colour": "red"}, 422, "body.colour"),
         ({"name": "a", "kind": "expression", "expression": f"F{N_FEATURES} > 0"}, 422, "expression"),
+        ({"name": "a", "kind": "expression", "expression": "F1 > 0", "seed": {"expression": "F1 > 0"}}, 422, "seed"),
+        ({"name": "a", "kind": "probe", "seed": {"expression": "F1 > AND"}}, 422, "seed.expression"),
+        ({"name": "a", "kind": "probe", "seed": {"expression": "F1 > 0", "text": "x"}}, 422, "body.seed"),
     ]
     for body, code, field in cases:
         resp = await create(client, auth, labelled_run, **body)

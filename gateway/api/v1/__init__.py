@@ -5,10 +5,10 @@ before its body is validated)."""
 
 from fastapi import APIRouter, Depends
 
-from gateway.api.v1 import accounts, concepts, datasets, jobs, keys, runs, sae, search
+from gateway.api.v1 import accounts, concepts, datasets, jobs, keys, labels, runs, sae, search
 from gateway.authz import authorize_api
 from gateway.deps import require_api_key
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(require_api_key), Depends(authorize_api)])
-for module in (datasets, runs, sae, search, concepts, jobs, keys, accounts):
+for module in (datasets, runs, sae, search, concepts, labels, jobs, keys, accounts):
     router.include_router(module.router)

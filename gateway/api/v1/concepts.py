@@ -86,6 +86,9 @@ def export(concept_id: int, request: Request, session: SessionDep, _: CurrentKey
     plan = plan_export(session, concept_id)
     trail.record_export(session, plan)
     state = request.app.state
+    headers = {"Content-Disposition": f'attachment; filename="concept-{plan.concept_id}.csv"',
+               "X-Matches": str(plan.n_matches)}
+    if plan.trained_on:  # the label set the applied probe read: how many labels, and which (a hash)
+        headers["X-Training-Labels"] = f"count={plan.trained_on['count']}; sha256={plan.trained_on['hash']}"
     return StreamingResponse(stream_csv(state.factory, state.store, plan), media_type="text/csv; charset=utf-8",
-                             headers={"Content-Disposition": f'attachment; filename="concept-{plan.concept_id}.csv"',
-                                      "X-Matches": str(plan.n_matches)})
+                             headers=headers)

@@ -11,8 +11,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 from gateway.db import Base, utcnow
 
 
-ROLES = ("admin", "editor", "viewer")
-"""A viewer reads; an editor also creates and runs; an admin also manages users, projects, keys and the audit log."""
+ROLES = ("admin", "editor", "labeller", "viewer")
+"""A viewer reads; a labeller also labels notes of concepts (and asks the queue, retrains); an editor also creates
+and runs; an admin also manages users, projects, keys and the audit log."""
 
 
 class User(Base):
@@ -20,7 +21,7 @@ class User(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
-    role: Mapped[str] = mapped_column(String(10), comment="admin | editor | viewer")
+    role: Mapped[str] = mapped_column(String(10), comment="admin | editor | labeller | viewer")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -27,5 +27,10 @@ class Principal:
         """Create, run, change, delete: an editor or an admin, with a key that is not read-only."""
         return self.role in ("admin", "editor") and not self.read_only
 
+    @property
+    def can_label(self) -> bool:
+        """Label notes of a concept, ask its queue, retrain it: a labeller, an editor or an admin (not read-only)."""
+        return self.role in ("admin", "editor", "labeller") and not self.read_only
+
     def sees(self, project_id: int | None) -> bool:
         return self.project_ids is None or project_id in self.project_ids

@@ -27,6 +27,7 @@ from gateway.domain.concepts.probe import top_contributions
 from gateway.domain.concepts.scope import probe_codes, segment_scope
 from gateway.domain.concepts.service import (get_or_404, match_expression, probe_probability, probe_weights, reads_context,
                                              run_data)
+from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import RateMeter, submit
 
@@ -51,6 +52,10 @@ async def start_apply(app_state: Any, concept_id: int, principal: Principal, req
     """Submit the apply job (the same concept twice: the same job) and remember it on the concept."""
     with session_scope(app_state.factory) as session:
         concept = get_or_404(session, concept_id)
+        if concept.kind == "probe" and not concept.probe:
+            raise ConceptInputError(f"concept {concept_id} has no trained probe yet: label notes of both classes "
+                                    f"(POST /api/v1/concepts/{concept_id}/queue), then retrain", field="concept_id",
+                                    status_code=409)
         run_data(session, app_state.store, concept.sae_run_id)  # 409 while the run has no codes
         payload = ConceptApplyJob(concept_id=concept.id, version=concept_version(concept), block_rows=block_rows)
         audit(session, principal, "concept.apply", target_type="concept", target_id=concept.id, request_id=request_id)
@@ -135,7 +140,8 @@ def _merge(ctx: JobContext, job: ConceptApplyJob, keys: list[str], n_docs: int) 
         artifact_repo.record(session, info=info, owner_type="concept", owner_id=job.concept_id)
         concept = get_or_404(session, job.concept_id)
         concept.applied = {"uri": info.uri, "n_matches": int(len(positions)), "n_documents": n_docs,
-                           "version": job.version, "applied_at": utcnow().isoformat()}
+                           "version": job.version, "applied_at": utcnow().isoformat(),
+                           "trained_on": (concept.labelling or {}).get("trained_on")}
     return {"concept_id": job.concept_id, "n_matches": int(len(positions)), "n_documents": n_docs}
 
 

@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 
 from contracts.concepts import (AppliedOut, ConceptMetrics, ConceptOut, ConceptSummary, Examples, NamedWeight, ProbeOut,
                                 StrongestWords)
+from contracts.labels import LabellingOut, QueueSeed
 from gateway.domain.concepts.models import Concept
 from gateway.domain.features import repo as feature_repo
 from gateway.domain.jobs import repo as job_repo
@@ -28,7 +29,8 @@ def applied(session: Session, concept: Concept) -> AppliedOut:
     done = concept.applied or {}
     return AppliedOut(job_id=concept.apply_job_id, status=job.status if job else None,
                       n_matches=done.get("n_matches"), n_documents=done.get("n_documents"),
-                      export_url=f"/api/v1/concepts/{concept.id}/export.csv" if done else None)
+                      export_url=f"/api/v1/concepts/{concept.id}/export.csv" if done else None,
+                      trained_on=done.get("trained_on"))
 
 
 def concept_out(session: Session, concept: Concept) -> ConceptOut:
@@ -39,7 +41,8 @@ def concept_out(session: Session, concept: Concept) -> ConceptOut:
         context = named(session, concept.sae_run_id, {int(i): w for i, w in (p.get("context_weights") or {}).items()})
         probe = ProbeOut(C=p["C"], cv_f1=p["cv_f1"], intercept=p["intercept"], threshold=p["threshold"],
                          n_features=len(weights) + len(context), converged=p["converged"], weights=weights,
-                         segment_words=p.get("segment_words"), context=p.get("context"), context_weights=context)
+                         segment_words=p.get("segment_words"), context=p.get("context"), context_weights=context,
+                         readout=p.get("readout", "l1"))
     metrics = ConceptMetrics.model_validate(concept.metrics) if concept.metrics else None
     features = [] if concept.probe else named(session, concept.sae_run_id, {i: 1.0 for i in concept.features or []})
     return ConceptOut(
@@ -48,7 +51,21 @@ def concept_out(session: Session, concept: Concept) -> ConceptOut:
         examples=Examples.model_validate(concept.examples) if concept.examples else None,
         metrics=metrics, baselines=metrics.baselines if metrics else None,
         probe=probe, features=features, applied=applied(session, concept), created_at=concept.created_at,
+        seed=QueueSeed.model_validate(concept.seed) if concept.seed else None, labelling=labelling_out(session, concept),
     )
+
+
+def labelling_out(session: Session, concept: Concept) -> LabellingOut | None:
+    """The stored training on labels, with the counts as they are now (`stale` when they changed since)."""
+    from gateway.domain.labels import repo as label_repo
+
+    if not concept.labelling:
+        return None
+    stored = concept.labelling
+    counts = label_repo.label_counts(session, concept_id=concept.id)
+    trained = stored.get("counts") or {}
+    stale = any(counts[k] != trained.get(k, 0) for k in ("positive", "negative", "skip"))
+    return LabellingOut.model_validate({**stored, "counts": counts, "stale": stale})
 
 
 def strongest_words(metrics: dict | None) -> StrongestWords | None:
@@ -65,6 +82,7 @@ def strongest_words(metrics: dict | None) -> StrongestWords | None:
 
 
 def concept_summary(concept: Concept) -> ConceptSummary:
+    estimate = ((concept.labelling or {}).get("estimate") or {}).get("f1")
     return ConceptSummary(id=concept.id, sae_run_id=concept.sae_run_id, name=concept.name, kind=concept.kind,
-                          f1=(concept.metrics or {}).get("f1"), words=strongest_words(concept.metrics),
+                          f1=(concept.metrics or {}).get("f1", estimate), words=strongest_words(concept.metrics),
                           n_matches=(concept.applied or {}).get("n_matches"), created_at=concept.created_at)

@@ -42,6 +42,7 @@ class ExportPlan(NamedTuple):
     dataset_id: int
     matches_uri: str
     n_matches: int
+    trained_on: dict[str, Any] | None = None  # the labels (count, hash) the applied probe was trained on
 
 
 def plan_export(session: Session, concept_id: int) -> ExportPlan:
@@ -53,7 +54,8 @@ def plan_export(session: Session, concept_id: int) -> ExportPlan:
                                 "/apply, then export", field="concept_id", status_code=409)
     run = run_repo.get_sae_run(session, run_id=concept.sae_run_id)
     emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
-    return ExportPlan(concept.id, concept.name, emb.dataset_id, applied["uri"], applied["n_matches"])
+    return ExportPlan(concept.id, concept.name, emb.dataset_id, applied["uri"], applied["n_matches"],
+                      applied.get("trained_on"))
 
 
 def feature_names(session: Session, sae_run_id: int, indices: list[int]) -> dict[int, str]:

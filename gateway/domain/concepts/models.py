@@ -30,4 +30,8 @@ class Concept(Base):
     apply_job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
     applied: Mapped[dict[str, Any] | None] = mapped_column(
         comment="The last finished apply: matches artifact URI, counts, definition version.")
+    seed: Mapped[dict[str, Any] | None] = mapped_column(
+        comment="Where the labelling queue starts while one class has no label: an expression or a text query.")
+    labelling: Mapped[dict[str, Any] | None] = mapped_column(
+        comment="The probe trained on the label set: version, labels it read (count, hash), estimate, curve.")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

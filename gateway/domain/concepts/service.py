@@ -28,6 +28,7 @@ from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, s
 from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope, with_context
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
+from gateway.domain.labels.service import record_examples
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.models import SaeRun
 from gateway.search.expressions import (
@@ -98,7 +99,11 @@ def probe_weights(probe: dict[str, Any], n_columns: int) -> np.ndarray:
 
 
 def probe_probability(probe: dict[str, Any], rows: sp.csr_matrix) -> np.ndarray:
-    """P(positive) for each row of codes, float64 [rows]."""
+    """P(positive) for each row of codes, float64 [rows] (rows at unit norm first for a readout trained on them)."""
+    if probe.get("readout") == "row_l2":
+        from gateway.domain.concepts.readout import normalise_rows
+
+        rows = normalise_rows(rows)
     return sigmoid(np.asarray(rows @ probe_weights(probe, rows.shape[1])) + probe["intercept"])
 
 
@@ -169,8 +174,11 @@ def _check_body(body: ConceptCreate) -> None:
         raise ConceptInputError("expression: a concept of kind 'expression' needs an expression", field="expression")
     if body.kind == "probe" and body.expression is not None:
         raise ConceptInputError("expression: only a concept of kind 'expression' has one", field="expression")
-    if body.kind == "probe" and body.examples is None:
-        raise ConceptInputError("examples: a probe is trained on labelled documents; give `examples`", field="examples")
+    if body.kind == "probe" and body.examples is None and body.segment_words is not None:
+        raise ConceptInputError("segment_words: a probe trained on its label set reads whole notes; give `examples` "
+                                "for a scoped probe", field="segment_words")
+    if body.seed is not None and body.kind != "probe":
+        raise ConceptInputError("seed: only a probe is labelled from a queue", field="seed")
     if body.kind == "expression" and body.segment_words is not None:
         raise ConceptInputError("segment_words: only a probe reads a scope of segments (an expression has SEGMENT(…))",
                                 field="segment_words")
@@ -188,6 +196,14 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         dataset_id = data.dataset.id
     fields: dict[str, Any] = {"probe": None, "metrics": None}
     scope: SegmentScope | None = None
+    if body.seed is not None and body.seed.expression is not None:  # a seed that does not parse says where
+        try:
+            match_expression(body.seed.expression, data.space)
+        except ConceptInputError as exc:
+            raise ConceptInputError(f"seed.{exc.message}", field="seed.expression", extra=exc.extra) from None
+    if body.kind == "probe" and labelled is None:  # labelled note by note: trained as labels come
+        fields["features"] = []
+        return fields
     if body.kind == "expression":
         match = match_expression(body.expression, data.space)
         fields["features"] = match.features
@@ -206,6 +222,8 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
             probe["segment_words"] = list(body.segment_words or [])
         fields["probe"] = probe
         fields["features"] = sorted({int(i) for i in [*probe["weights"], *(probe.get("context_weights") or {})]})
+    if labelled is not None:
+        fields["examples_labels"] = examples_rows(app_state.factory, dataset_id, labelled)
     if fields["metrics"] is not None:  # words alone, on the same split (and on the same segments)
         predicted = held_out_predictions(fields["metrics"])
         fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples,
@@ -219,11 +237,17 @@ async def create_concept(app_state: Any, body: ConceptCreate, principal: Princip
         if not visible(session, principal, "sae_run", body.sae_run_id):  # another project's: as if missing
             raise ConceptInputError(f"sae_run_id: SAE run {body.sae_run_id} does not exist", field="sae_run_id")
     fields = await asyncio.to_thread(_build, app_state, body)
+    examples_labels = fields.pop("examples_labels", None)
     with session_scope(app_state.factory) as session:
         concept = repo.add_concept(
             session, sae_run_id=body.sae_run_id, name=body.name, description=body.description, kind=body.kind,
             expression=body.expression.strip() if body.expression else None,
+            seed=body.seed.model_dump(mode="json", exclude_none=True) if body.seed else None,
             examples=body.examples.model_dump(mode="json", exclude_none=True) if body.examples else None, **fields)
+        if examples_labels is not None:  # the examples become the concept's label set, shown as imported
+            record_examples(session, principal, concept, examples_labels)
+            if concept.kind == "probe":
+                concept.labelling = examples_labelling(examples_labels)
         audit(session, principal, "concept.create", target_type="concept", target_id=concept.id,
               request_id=request_id, details={"sae_run_id": body.sae_run_id, "kind": body.kind,
                                               "n_features": len(fields["features"])})
@@ -299,6 +323,30 @@ async def evaluate_concept(app_state: Any, concept_id: int, examples: Examples |
             if examples is not None:
                 concept.examples = examples.model_dump(mode="json", exclude_none=True)
     return metrics
+
+
+MAX_EXAMPLE_LABELS = 200_000  # a label column's negatives are every other note: bounded like the id lists
+
+
+def examples_rows(factory: Any, dataset_id: int, labelled: Labelled) -> list[tuple[int, int, str]]:
+    """(document_id, position, positive | negative) of the examples, at most MAX_EXAMPLE_LABELS."""
+    positions = labelled.positions[:MAX_EXAMPLE_LABELS]
+    with session_scope(factory) as session:
+        ids = dataset_repo.ids_at(session, dataset_id=dataset_id, positions=positions.tolist())
+    return [(ids[int(p)], int(p), "positive" if y else "negative")
+            for p, y in zip(positions.tolist(), labelled.y.tolist()) if int(p) in ids]
+
+
+def examples_labelling(rows: list[tuple[int, int, str]]) -> dict[str, Any]:
+    """What a probe made from examples was trained on, in the terms of a label set (its held-out quarter included:
+    the hash names the examples the concept was made from)."""
+    from gateway.domain.labels.service import labels_hash
+
+    counts = {"positive": sum(r[2] == "positive" for r in rows), "negative": sum(r[2] == "negative" for r in rows),
+              "skip": 0, "random": 0}
+    return {"version": 0, "trained_on": {"count": len(rows), "hash": labels_hash([(d, lab) for d, _, lab in rows]),
+                                         "at": utcnow().isoformat(), "source": "examples"},
+            "counts": counts, "estimate": None, "curve": [], "carriers": [], "readout": "l1", "seconds": 0.0}
 
 
 def get_or_404(session: Session, concept_id: int) -> Concept:

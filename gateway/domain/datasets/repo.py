@@ -67,3 +67,13 @@ def delete_dataset(session: Session, *, dataset: Dataset) -> None:
     # Documents go first in bulk: the ORM cascade would load them all.
     session.execute(delete(Document).where(Document.dataset_id == dataset.id))
     session.delete(dataset)
+
+
+def ids_at(session: Session, *, dataset_id: int, positions: list[int], batch: int = 1000) -> dict[int, int]:
+    """Position → document id for the given positions of the dataset."""
+    out: dict[int, int] = {}
+    for start in range(0, len(positions), batch):
+        stmt = select(Document.position, Document.id).where(
+            Document.dataset_id == dataset_id, Document.position.in_(positions[start:start + batch]))
+        out.update(dict(session.execute(stmt).all()))
+    return out

@@ -1,0 +1,164 @@
+"""Retrain a concept's probe on its labels and say how good it already is: the estimate of F1 (out-of-fold
+predictions; the queue's random share alone once it holds enough), the learning curve beside TF-IDF + LR on the
+same labels, and the named features that carry the probe.
+
+Reads happen in one session, the numerics outside any transaction, and the concept is written in another; one
+retraining of a concept runs at a time (the lock is per process: the gateway that was asked)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from gateway.db import session_scope, utcnow
+from gateway.domain.concepts.baselines import _fit_tfidf
+from gateway.domain.concepts.errors import ConceptInputError
+from gateway.domain.concepts.readout import f1_interval, f1_of, fit_readout
+from gateway.domain.concepts.scope import probe_codes, segment_scope
+from gateway.domain.concepts.texts import texts_at
+from gateway.domain.labels import repo
+from gateway.domain.labels.service import concept_or_404, labels_hash
+from gateway.search.results import feature_labels
+
+CURVE_BUDGETS = (10, 25, 50, 100, 200, 400, 800, 1600)
+RETRAIN_EVERY = 10  # labels of both classes since the last training that start a retraining (a queue batch)
+MIN_RANDOM_FOR_ESTIMATE = 20  # random-share labels before the estimate reads them alone
+CARRIERS = 12
+READOUT = "row_l2"
+_locks: dict[int, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def concept_lock(concept_id: int) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(concept_id, threading.Lock())
+
+
+def _codes(factory: Any, dataset_id: int, space: Any, probe: dict | None, positions: np.ndarray) -> sp.csr_matrix:
+    """[labels, n]: the rows the probe reads, a segment scope's when the concept has one."""
+    scope = segment_scope(space, (probe or {}).get("segment_words"))
+    if scope is not None:
+        scope = scope.found(factory, dataset_id, positions)
+    return probe_codes(factory, dataset_id, space, scope, positions)[positions]
+
+
+def estimate(y: np.ndarray, out_of_fold: np.ndarray | None, random: np.ndarray) -> tuple[dict | None, dict | None]:
+    """(what the page shows, cross-validation over every label): F1 of the out-of-fold predictions, on the
+    random-share labels alone when there are MIN_RANDOM_FOR_ESTIMATE of them (the others were chosen where the probe
+    is unsure, so F1 over them leans low), with a bootstrap interval."""
+    if out_of_fold is None:
+        return None, None
+    pred = (out_of_fold > 0).astype(np.int64)
+    cv = {**f1_interval(y, pred), "basis": "cross_validation"}
+    if int(random.sum()) >= MIN_RANDOM_FOR_ESTIMATE:
+        return {**f1_interval(y[random], pred[random]), "basis": "random"}, cv
+    return cv, cv
+
+
+def curve_point(codes: sp.csr_matrix, texts: list[str], y: np.ndarray, *, seed: int = 0) -> dict[str, float | None]:
+    """Cross-validated F1 of the features' readout and of TF-IDF + LR on the same labels (the same folds)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    fitted = fit_readout(codes, y, seed=seed)
+    features = round(f1_of(y, (fitted.out_of_fold > 0).astype(np.int64)), 4) if fitted.out_of_fold is not None else None
+    if fitted.folds < 2:
+        return {"labels": len(y), "features": features, "tfidf": None}
+    pred = np.zeros(len(y), np.int64)
+    for train, test in StratifiedKFold(fitted.folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
+        model = _fit_tfidf([texts[i] for i in train], y[train], seed)
+        if model is not None:
+            pred[test] = model[1].predict(model[0].transform([texts[i] for i in test]))
+    return {"labels": len(y), "features": features, "tfidf": round(f1_of(y, pred), 4)}
+
+
+def _read(app_state: Any, concept_id: int) -> dict[str, Any]:
+    from gateway.domain.concepts.service import run_data
+
+    with session_scope(app_state.factory) as session:
+        concept = concept_or_404(session, concept_id)
+        if concept.kind != "probe":
+            raise ConceptInputError(f"concept {concept_id} is an expression: only a probe is trained on labels",
+                                    field="concept_id", status_code=409)
+        data = run_data(session, app_state.store, concept.sae_run_id, field="concept_id")
+        rows = [r for r in repo.all_labels(session, concept_id=concept_id) if r[2] != "skip"]
+        positions = np.array([r[1] for r in rows], dtype=np.int64)
+        texts: dict[int, str] = {}
+        for batch, found in texts_at(session, dataset_id=data.dataset.id, positions=np.unique(positions)):
+            texts.update(zip(batch.tolist(), found))
+        return {"data": data, "rows": rows, "positions": positions, "texts": [texts[int(p)] for p in positions],
+                "probe": concept.probe, "labelling": concept.labelling or {},
+                "counts": repo.label_counts(session, concept_id=concept_id)}
+
+
+def _curve(previous: list[dict], codes: sp.csr_matrix, texts: list[str], y: np.ndarray,
+           pairs: list[tuple[int, str]]) -> list[dict]:
+    """Points at CURVE_BUDGETS up to the labels there are; a point whose first labels did not change is kept."""
+    kept = {p["labels"]: p for p in previous}
+    out = []
+    for budget in CURVE_BUDGETS:
+        if budget > len(y):
+            break
+        first = y[:budget]
+        if min(int(first.sum()), int(budget - first.sum())) < 2:
+            continue
+        digest = labels_hash(pairs[:budget])
+        point = kept.get(budget)
+        if point is None or point.get("hash") != digest:
+            point = {**curve_point(codes[:budget], texts[:budget], first), "hash": digest}
+        out.append(point)
+    return out
+
+
+def retrain(app_state: Any, concept_id: int) -> dict[str, Any]:
+    """Blocking: fit the readout on the concept's labels (skip excluded), store the probe, its estimate, curve and
+    the labels it read (count and hash); returns the new `labelling`. Fewer than one label of a class: nothing is
+    fitted, the counts are stored."""
+    with concept_lock(concept_id):
+        start = time.perf_counter()
+        read = _read(app_state, concept_id)
+        rows, data = read["rows"], read["data"]
+        y = np.array([1 if r[2] == "positive" else 0 for r in rows], dtype=np.int64)
+        random = np.array([r[3] == "random" for r in rows], dtype=bool)
+        pairs = [(int(r[0]), r[2]) for r in rows]
+        labelling: dict[str, Any] = {"version": int(read["labelling"].get("version", 0)) + 1,
+                                     "trained_on": {"count": len(rows), "hash": labels_hash(pairs),
+                                                    "at": utcnow().isoformat()},
+                                     "counts": read["counts"], "estimate": None, "estimate_cv": None, "curve": [],
+                                     "carriers": [], "readout": READOUT}
+        probe = None
+        if y.sum() >= 1 and (len(y) - y.sum()) >= 1:
+            codes = _codes(app_state.factory, data.dataset.id, data.space, read["probe"], read["positions"])
+            fitted = fit_readout(codes, y)
+            coef = fitted.probe.coef[0]
+            used = np.flatnonzero(coef)
+            probe = {"weights": {str(int(i)): float(coef[i]) for i in used},
+                     "intercept": float(fitted.probe.intercept[0]), "C": fitted.probe.C,
+                     "cv_f1": round(fitted.probe.cv_score, 4) if fitted.out_of_fold is not None else None,
+                     "threshold": 0.5, "converged": True, "readout": READOUT,
+                     **({"segment_words": read["probe"]["segment_words"]}
+                        if (read["probe"] or {}).get("segment_words") else {})}
+            labelling["estimate"], labelling["estimate_cv"] = estimate(y, fitted.out_of_fold, random)
+            labelling["seconds_fit"] = round(time.perf_counter() - start, 4)
+            labelling["curve"] = _curve(read["labelling"].get("curve", []), codes, read["texts"], y, pairs)
+            top = used[np.argsort(-coef[used], kind="stable")]
+            labelling["carriers_index"] = [int(i) for i in top[:CARRIERS] if coef[i] > 0]
+        labelling["seconds"] = round(time.perf_counter() - start, 4)
+        _write(app_state, concept_id, probe, labelling)
+        return labelling
+
+
+def _write(app_state: Any, concept_id: int, probe: dict | None, labelling: dict[str, Any]) -> None:
+    with session_scope(app_state.factory) as session:
+        concept = concept_or_404(session, concept_id)
+        names = feature_labels(session, sae_run_id=concept.sae_run_id, indices=labelling.get("carriers_index", []))
+        weights = (probe or {}).get("weights", {})
+        labelling["carriers"] = [{"index": i, "label": names[i][0], "weight": round(weights[str(i)], 4)}
+                                 for i in labelling.pop("carriers_index", [])]
+        concept.labelling = labelling
+        if probe is not None:
+            concept.probe = probe
+            concept.features = sorted(int(i) for i in probe["weights"])
