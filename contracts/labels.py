@@ -131,6 +131,9 @@ class LabellingOut(BaseModel):
     """The probe trained on the concept's labels, and how good it already is."""
 
     version: int = Field(description="Increases with every retraining.")
+    readout: str | None = Field(default=None, description="The readout cross-validation chose: row_l2 or l1.")
+    tried: dict[str, float] = Field(default_factory=dict, description="Each readout and C tried: its pooled "
+                                                                      "out-of-fold F1 on the labels.")
     trained_on: dict = Field(description="count, hash (SHA-256 of the sorted (document_id, label) pairs), at")
     counts: LabelCounts
     estimate: Estimate | None = Field(description="None until both classes have at least 2 labels.")

@@ -82,6 +82,16 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/api/v1/concepts/{concept_id}/evaluate"): WRITE_IN_PROJECT,
     ("POST", "/api/v1/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
     ("GET", "/api/v1/concepts/{concept_id}/export.csv"): READ_IN_PROJECT,
+    # labels: a labeller writes them too (tests/concepts/test_labels_api.py); the fixture's note has none
+    ("GET", "/api/v1/concepts/{concept_id}/labels"): READ_IN_PROJECT,
+    ("GET", "/api/v1/concepts/{concept_id}/labels/export"): READ_IN_PROJECT,
+    ("GET", "/api/v1/concepts/{concept_id}/labels/{document_id}"): row(404, 404, 404, 404, 404, 401),
+    ("PUT", "/api/v1/concepts/{concept_id}/labels/{document_id}"): WRITE_IN_PROJECT,
+    ("DELETE", "/api/v1/concepts/{concept_id}/labels/{document_id}"): row(404, 404, 403, 403, 404, 401),
+    ("POST", "/api/v1/concepts/{concept_id}/labels/{document_id}/undo"): WRITE_IN_PROJECT,
+    ("POST", "/api/v1/concepts/{concept_id}/labels/import"): WRITE_IN_PROJECT,
+    ("POST", "/api/v1/concepts/{concept_id}/queue"): WRITE_IN_PROJECT,
+    ("POST", "/api/v1/concepts/{concept_id}/retrain"): WRITE_IN_PROJECT,
     # jobs
     ("GET", "/api/v1/jobs"): ANY_KEY,
     ("GET", "/api/v1/jobs/{job_id}"): READ_IN_PROJECT,

@@ -1,11 +1,12 @@
-"""How a probe reads the SAE's codes when labels are few: the labelling loop's readout (no database, no HTTP).
+"""How a probe reads the SAE's codes when labels come one by one: the labelling loop's readout (no database, no
+HTTP).
 
-Rows are L2-normalised (a note's codes are read as a direction, not a magnitude: a long note's sums do not
-outvote a short one's) and an L2 logistic regression, classes weighted to balance, reads them; C is chosen by
-stratified k-fold cross-validation on the training labels only, and the same folds' out-of-fold decisions give
-the estimate of F1 that the concept page shows (nothing held out is spent on it). On real clinical cases with
-few labels this readout beats the L1 probe's and TF-IDF's (bench/labelling.py, bench/results/labelling.json);
-the features that carry it are its largest positive weights, named.
+Two readouts compete on the labels by stratified k-fold cross-validation (the labels only; nothing held out is
+spent on it): rows at unit L2 norm read by an L2 logistic regression (a note's codes as a direction: many weak
+features add up, what real clinical cases with few labels need), and the raw codes read by an L1 logistic
+regression (a few features decide, as on a template's one word). Classes are weighted to balance. The same
+folds' out-of-fold decisions give the estimate of F1 that the concept page shows. The features that carry the
+probe are its largest positive weights, named. Figures: bench/labelling.py, bench/results/labelling.json.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ import scipy.sparse as sp
 
 from gateway.domain.concepts.probe import FittedProbe
 
-READOUT_CS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+READOUTS: dict[str, tuple[float, ...]] = {
+    "row_l2": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0),  # rows at unit norm, L2 penalty: reads many weak features
+    "l1": (0.3, 1.0, 3.0, 10.0, 30.0),  # raw codes, L1 penalty: a few features decide (a template's one word)
+}
+"""The candidates and their C grids, in the order a tie is resolved."""
 READOUT_FOLDS = 5
-MIN_FOR_CV = 2  # each class at least this many labels for a cross-validated C; fewer: C = 1 and no estimate
 INTERVAL_RESAMPLES = 2000
+MIN_FOR_CV = 2  # each class at least this many labels for a cross-validated choice; fewer: row_l2, C = 1, no estimate
 
 
 def normalise_rows(codes: sp.csr_matrix) -> sp.csr_matrix:
@@ -31,22 +36,29 @@ def normalise_rows(codes: sp.csr_matrix) -> sp.csr_matrix:
     return sp.diags(np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)) @ x
 
 
+def rows_for(readout: str, codes: sp.csr_matrix) -> sp.csr_matrix:
+    """What a readout reads: unit-norm rows (row_l2) or the codes as they are (l1)."""
+    return normalise_rows(codes) if readout == "row_l2" else sp.csr_matrix(codes, dtype=np.float64)
+
+
 class Readout(NamedTuple):
     """A fitted readout and what its cross-validation saw."""
 
-    probe: FittedProbe  # coef [1, n] over normalised rows
+    probe: FittedProbe  # coef [1, n] over the rows `rows_for(readout, codes)`
+    readout: str  # a key of READOUTS
     out_of_fold: np.ndarray | None  # float64 [labels]: each label's decision by a fit that did not see it; None: no CV
     folds: int
+    tried: dict[str, float]  # "readout C" -> pooled out-of-fold F1
 
 
-def _fit(x: sp.csr_matrix, y: np.ndarray, c: float, seed: int) -> Any:
+def _fit(x: sp.csr_matrix, y: np.ndarray, readout: str, c: float, seed: int) -> Any:
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return LogisticRegression(C=c, l1_ratio=0.0, solver="liblinear", class_weight="balanced", max_iter=500,
-                                  random_state=seed).fit(x, y)
+        return LogisticRegression(C=c, l1_ratio=1.0 if readout == "l1" else 0.0, solver="liblinear",
+                                  class_weight="balanced", max_iter=500, random_state=seed).fit(x, y)
 
 
 def f1_of(y: np.ndarray, pred: np.ndarray) -> float:
@@ -55,26 +67,36 @@ def f1_of(y: np.ndarray, pred: np.ndarray) -> float:
     return 2 * tp / denominator if denominator else 0.0
 
 
-def fit_readout(codes: sp.csr_matrix, y: np.ndarray, *, seed: int = 0, cs: tuple[float, ...] = READOUT_CS) -> Readout:
-    """Fit on rows `codes` [labels, n] with classes `y` in {0, 1}. C maximises the pooled out-of-fold F1 over
-    stratified folds of these labels only (ties: the smaller C); the model is then refitted on all of them."""
+def fit_readout(codes: sp.csr_matrix, y: np.ndarray, *, seed: int = 0,
+                readouts: dict[str, tuple[float, ...]] = READOUTS) -> Readout:
+    """Fit on rows `codes` [labels, n] with classes `y` in {0, 1}. The readout and its C maximise the pooled
+    out-of-fold F1 over stratified folds of these labels only (ties: the first readout, the smaller C); the model
+    is then refitted on all of them."""
     from sklearn.model_selection import StratifiedKFold
 
     y = np.asarray(y, dtype=np.int64)
-    x = normalise_rows(codes)
+    first = next(iter(readouts))
     smallest = int(np.bincount(y, minlength=2).min())
     if smallest < MIN_FOR_CV:
-        model = _fit(x, y, 1.0, seed)
-        return Readout(_fitted(model, 1.0, float("nan")), None, 0)
+        model = _fit(rows_for(first, codes), y, first, 1.0, seed)
+        return Readout(_fitted(model, 1.0, float("nan")), first, None, 0, {})
     folds = min(READOUT_FOLDS, smallest)
-    oof = np.zeros((len(cs), len(y)))
-    for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y):
-        for i, c in enumerate(cs):
-            oof[i, test] = _fit(x[train], y[train], c, seed).decision_function(x[test])
-    scores = [f1_of(y, (row > 0).astype(np.int64)) for row in oof]
-    best = int(np.argmax(scores))
-    model = _fit(x, y, cs[best], seed)
-    return Readout(_fitted(model, cs[best], scores[best]), oof[best], folds)
+    splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+    best: tuple[float, str, float, np.ndarray] | None = None
+    tried: dict[str, float] = {}
+    for readout, cs in readouts.items():
+        x = rows_for(readout, codes)
+        for c in cs:
+            oof = np.zeros(len(y))
+            for train, test in splits:
+                oof[test] = _fit(x[train], y[train], readout, c, seed).decision_function(x[test])
+            score = f1_of(y, (oof > 0).astype(np.int64))
+            tried[f"{readout} {c:g}"] = round(score, 4)
+            if best is None or score > best[0]:
+                best = (score, readout, c, oof)
+    score, readout, c, oof = best
+    model = _fit(rows_for(readout, codes), y, readout, c, seed)
+    return Readout(_fitted(model, c, score), readout, oof, folds, tried)
 
 
 def _fitted(model: Any, c: float, cv_score: float) -> FittedProbe:
@@ -82,9 +104,9 @@ def _fitted(model: Any, c: float, cv_score: float) -> FittedProbe:
                        cv_score, True)
 
 
-def readout_probability(coef: np.ndarray, intercept: float, codes: sp.csr_matrix) -> np.ndarray:
-    """P(positive) [rows] of a readout with weights `coef` [n] over normalised rows."""
-    z = np.asarray(normalise_rows(codes) @ coef).ravel() + intercept
+def readout_probability(coef: np.ndarray, intercept: float, codes: sp.csr_matrix, readout: str = "row_l2") -> np.ndarray:
+    """P(positive) [rows] of a readout with weights `coef` [n] over the rows it reads."""
+    z = np.asarray(rows_for(readout, codes) @ coef).ravel() + intercept
     return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
 
 

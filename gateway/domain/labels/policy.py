@@ -122,6 +122,9 @@ def plan_batch(n: int, *, open_: np.ndarray, rng: np.random.Generator, policy: Q
     positions best first; none: that part is random too); then the random share. Fewer when fewer are open."""
     chosen_n, random_n = split_batch(n, policy)
     taken: set[int] = set()
+    # the random share is drawn first, from every open note: uniform over them (the probe's most uncertain note can
+    # be drawn too), so that these notes alone estimate F1 without bias
+    drawn = random_picks(random_n, open_=open_, rng=rng, taken=taken)
     if probability is not None and codes is not None:
         picks = uncertain_picks(chosen_n, open_=open_, probability=probability, codes=codes, policy=policy, rng=rng,
                                 taken=taken)
@@ -132,4 +135,4 @@ def plan_batch(n: int, *, open_: np.ndarray, rng: np.random.Generator, policy: Q
     else:
         picks = []
     short = chosen_n - len(picks)  # the seed ran out, or no seed: uniform draws fill it (and are marked random)
-    return picks + random_picks(short + random_n, open_=open_, rng=rng, taken=taken)
+    return picks + drawn + random_picks(short, open_=open_, rng=rng, taken=taken)

@@ -16,7 +16,6 @@ from contracts.search import TextSearch
 from gateway.db import session_scope, utcnow
 from gateway.domain.auth.principal import Principal
 from gateway.domain.concepts.errors import ConceptInputError
-from gateway.domain.concepts.readout import readout_probability
 from gateway.domain.datasets.models import Document
 from gateway.domain.labels import repo
 from gateway.domain.labels.models import LabelLease
@@ -72,26 +71,24 @@ def _state(app_state: Any, concept_id: int, principal: Principal, seed: QueueSee
         if seed is not None:
             concept.seed = seed.model_dump(mode="json", exclude_none=True)
         now = utcnow()
-        others = {lease.document_id for lease in repo.live_leases(session, concept_id=concept_id, now=now)
-                  if lease.holder != principal.name}
-        positions = dict(session.execute(select(Document.id, Document.position).where(Document.id.in_(others)))) \
-            if others else {}
+        others = repo.leased_positions(session, concept_id=concept_id, now=now, not_holder=principal.name)
         labelled = repo.labelled_positions(session, concept_id=concept_id)
         n_batches = repo.batch_count(session, concept_id=concept_id)
         counts = repo.label_counts(session, concept_id=concept_id)
         return {"space": data.space, "dataset_id": data.dataset.id, "probe": concept.probe, "seed": concept.seed,
-                "open": _open(data.space.n_docs, labelled, set(positions.values())), "n_batches": n_batches,
+                "open": _open(data.space.n_docs, labelled, others), "n_batches": n_batches,
                 "counts": counts, "version": (concept.labelling or {}).get("version"), "sae_run_id": concept.sae_run_id}
 
 
 def _probability(state: dict[str, Any]) -> np.ndarray | None:
+    """The current probe's P(positive) for every note, once both classes have labels; None for a probe that reads
+    segments (the queue reads whole notes) or before there is one."""
+    from gateway.domain.concepts.service import probe_probability
+
     probe, counts = state["probe"], state["counts"]
-    if not probe or probe.get("readout") != "row_l2" or not (counts["positive"] and counts["negative"]):
+    if not probe or probe.get("segment_words") or not (counts["positive"] and counts["negative"]):
         return None
-    coef = np.zeros(state["space"].n_features)
-    for index, weight in probe["weights"].items():
-        coef[int(index)] = weight
-    return readout_probability(coef, probe["intercept"], state["space"].codes.tocsr())
+    return probe_probability(probe, state["space"].codes.tocsr())
 
 
 async def next_batch(app_state: Any, concept_id: int, n: int, principal: Principal, seed: QueueSeed | None,

@@ -85,10 +85,12 @@ def add_batch(session: Session, **fields: Any) -> LabelBatch:
     return batch
 
 
-def live_leases(session: Session, *, concept_id: int, now: datetime) -> list[LabelLease]:
-    stmt = select(LabelLease).where(LabelLease.concept_id == concept_id, LabelLease.expires_at > now,
-                                    LabelLease.released.is_(False))
-    return list(session.scalars(stmt))
+def leased_positions(session: Session, *, concept_id: int, now: datetime, not_holder: str) -> set[int]:
+    """Positions of the notes leased to someone other than `not_holder`, unanswered and unexpired."""
+    stmt = (select(Document.position).join(LabelLease, LabelLease.document_id == Document.id)
+            .where(LabelLease.concept_id == concept_id, LabelLease.expires_at > now, LabelLease.released.is_(False),
+                   LabelLease.holder != not_holder))
+    return set(session.scalars(stmt))
 
 
 def drop_leases(session: Session, *, concept_id: int, document_ids: list[int]) -> None:

@@ -28,7 +28,6 @@ CURVE_BUDGETS = (10, 25, 50, 100, 200, 400, 800, 1600)
 RETRAIN_EVERY = 10  # labels of both classes since the last training that start a retraining (a queue batch)
 MIN_RANDOM_FOR_ESTIMATE = 20  # random-share labels before the estimate reads them alone
 CARRIERS = 12
-READOUT = "row_l2"
 _locks: dict[int, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -128,7 +127,7 @@ def retrain(app_state: Any, concept_id: int) -> dict[str, Any]:
                                      "trained_on": {"count": len(rows), "hash": labels_hash(pairs),
                                                     "at": utcnow().isoformat()},
                                      "counts": read["counts"], "estimate": None, "estimate_cv": None, "curve": [],
-                                     "carriers": [], "readout": READOUT}
+                                     "carriers": []}
         probe = None
         if y.sum() >= 1 and (len(y) - y.sum()) >= 1:
             codes = _codes(app_state.factory, data.dataset.id, data.space, read["probe"], read["positions"])
@@ -138,10 +137,11 @@ def retrain(app_state: Any, concept_id: int) -> dict[str, Any]:
             probe = {"weights": {str(int(i)): float(coef[i]) for i in used},
                      "intercept": float(fitted.probe.intercept[0]), "C": fitted.probe.C,
                      "cv_f1": round(fitted.probe.cv_score, 4) if fitted.out_of_fold is not None else None,
-                     "threshold": 0.5, "converged": True, "readout": READOUT,
+                     "threshold": 0.5, "converged": True, "readout": fitted.readout,
                      **({"segment_words": read["probe"]["segment_words"]}
                         if (read["probe"] or {}).get("segment_words") else {})}
             labelling["estimate"], labelling["estimate_cv"] = estimate(y, fitted.out_of_fold, random)
+            labelling["readout"], labelling["tried"] = fitted.readout, fitted.tried
             labelling["seconds_fit"] = round(time.perf_counter() - start, 4)
             labelling["curve"] = _curve(read["labelling"].get("curve", []), codes, read["texts"], y, pairs)
             top = used[np.argsort(-coef[used], kind="stable")]

@@ -1,0 +1,104 @@
+"""The labelling queue's policy and the readout, without a database: the seed's hits and near misses first, then
+the probe's uncertain notes spread over the features, a random share that is uniform, no labelled note twice;
+the readout's estimate from its own folds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gateway.domain.concepts.readout import f1_interval, f1_of, fit_readout, normalise_rows
+from gateway.domain.labels.policy import QueuePolicy, kmeans_pp, plan_batch, split_batch
+
+
+def test_batch_shares() -> None:
+    assert split_batch(10, QueuePolicy()) == (8, 2)
+    assert split_batch(2, QueuePolicy()) == (1, 1)
+    assert split_batch(1, QueuePolicy()) == (1, 0)
+    assert split_batch(10, QueuePolicy(random_share=0.0)) == (10, 0)
+
+
+def test_seed_hits_then_near_misses_then_random_never_a_closed_note() -> None:
+    open_ = np.ones(100, dtype=bool)
+    open_[[3, 50, 51]] = False  # labelled, or leased to someone else
+    hits, near = np.array([3, 4, 5, 6, 7, 8, 9, 10, 11]), np.array([50, 51, 52, 53, 54])
+    picks = plan_batch(10, open_=open_, rng=np.random.default_rng(0), seed_hits=hits, seed_near=near)
+    by_reason = {r: [p.position for p in picks if p.reason == r] for r in ("seed", "near_miss", "random")}
+    assert len(by_reason["random"]) == 2  # drawn first, from every open note
+    best = [h for h in hits.tolist() if open_[h] and h not in by_reason["random"]]
+    assert by_reason["seed"] == best[:6]  # the best open hits, in order
+    assert by_reason["near_miss"] == [p for p in near.tolist() if open_[p] and p not in by_reason["random"]][:2]
+    positions = [p.position for p in picks]
+    assert len(set(positions)) == 10 and all(open_[positions])
+
+
+def test_without_a_seed_or_a_probe_the_batch_is_random_and_stops_at_the_open_notes() -> None:
+    open_ = np.zeros(50, dtype=bool)
+    open_[:7] = True
+    picks = plan_batch(10, open_=open_, rng=np.random.default_rng(1))
+    assert sorted(p.position for p in picks) == list(range(7)) and {p.reason for p in picks} == {"random"}
+
+
+def test_random_share_is_uniform_over_the_open_notes() -> None:
+    from scipy.stats import chisquare
+
+    n, draws = 40, 2000
+    rng = np.random.default_rng(2)
+    codes = sp.random(n, 16, density=0.3, random_state=3, format="csr")
+    probability = np.linspace(0.01, 0.99, n)  # the uncertain ones are near the middle
+    open_ = np.ones(n, dtype=bool)
+    open_[:5] = False
+    counts = np.zeros(n)
+    for _ in range(draws):
+        picks = plan_batch(10, open_=open_, rng=rng, probability=probability, codes=codes)
+        for p in picks:
+            counts[p.position] += p.reason == "random"
+    assert counts[:5].sum() == 0
+    assert chisquare(counts[5:]).pvalue > 1e-3  # uniform over the 35 open notes, uncertain or not
+    assert counts[5:].sum() == 2 * draws
+
+
+def test_uncertain_picks_are_spread_not_ten_copies_of_one_template() -> None:
+    template = np.zeros((20, 8))
+    template[:, 0] = 1.0  # twenty notes of one template
+    others = np.eye(8)[1:] + 0.05  # seven distinct notes
+    codes = sp.csr_matrix(np.vstack([template, others]))
+    probability = np.r_[np.full(20, 0.5), np.full(7, 0.45)]  # the template is the most uncertain
+    picks = plan_batch(8, open_=np.ones(27, dtype=bool), rng=np.random.default_rng(0),
+                       policy=QueuePolicy(random_share=0.0, pool=10), probability=probability, codes=codes)
+    chosen = [p.position for p in picks]
+    assert chosen[0] < 20  # the most uncertain first
+    assert sum(p < 20 for p in chosen) <= 2 and {p.reason for p in picks} == {"uncertain"}
+
+
+def test_kmeans_pp_picks_distinct_rows_first() -> None:
+    rows = normalise_rows(sp.csr_matrix(np.vstack([np.eye(4), np.eye(4)])))
+    assert sorted(np.array(kmeans_pp(rows, 4, np.random.default_rng(0))) % 4) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("n", [12, 60])
+def test_readout_estimate_is_its_out_of_fold_f1(n: int) -> None:
+    rng = np.random.default_rng(n)
+    y = np.r_[np.ones(n // 2), np.zeros(n - n // 2)].astype(np.int64)
+    dense = rng.exponential(1.0, (n, 20)) * (rng.random((n, 20)) < 0.3)
+    dense[:, 0] += y * 2.0  # one feature carries the class
+    fitted = fit_readout(sp.csr_matrix(dense), y)
+    assert fitted.out_of_fold is not None and fitted.folds == min(5, n // 2)
+    assert fitted.probe.cv_score == pytest.approx(f1_of(y, (fitted.out_of_fold > 0).astype(np.int64)))
+    assert fitted.probe.cv_score == max(fitted.tried.values())
+    assert fitted.readout in ("row_l2", "l1") and fitted.probe.coef[0, 0] == fitted.probe.coef[0].max()
+
+
+def test_readout_with_one_label_of_a_class_fits_without_an_estimate() -> None:
+    fitted = fit_readout(sp.csr_matrix(np.eye(5)), np.array([1, 0, 0, 0, 0]))
+    assert fitted.out_of_fold is None and fitted.folds == 0
+
+
+def test_f1_interval_contains_the_point_and_narrows_with_more_notes() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.random(2000) < 0.3
+    pred = np.where(rng.random(2000) < 0.85, y, ~y)
+    small, large = f1_interval(y[:60], pred[:60]), f1_interval(y, pred)
+    assert small["low"] <= small["f1"] <= small["high"] and large["low"] <= large["f1"] <= large["high"]
+    assert large["high"] - large["low"] < small["high"] - small["low"]
