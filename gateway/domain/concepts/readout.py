@@ -50,6 +50,10 @@ class Readout(NamedTuple):
     folds: int
     tried: dict[str, float]  # "readout C" -> pooled out-of-fold F1
 
+    def probability(self, codes: sp.csr_matrix) -> np.ndarray:
+        """P(positive) [rows] of codes [rows, n], read as this readout reads them."""
+        return readout_probability(self.probe.coef[0], float(self.probe.intercept[0]), codes, self.readout)
+
 
 def _fit(x: sp.csr_matrix, y: np.ndarray, readout: str, c: float, seed: int) -> Any:
     from sklearn.exceptions import ConvergenceWarning
@@ -104,7 +108,7 @@ def _fitted(model: Any, c: float, cv_score: float) -> FittedProbe:
                        cv_score, True)
 
 
-def readout_probability(coef: np.ndarray, intercept: float, codes: sp.csr_matrix, readout: str = "row_l2") -> np.ndarray:
+def readout_probability(coef: np.ndarray, intercept: float, codes: sp.csr_matrix, readout: str) -> np.ndarray:
     """P(positive) [rows] of a readout with weights `coef` [n] over the rows it reads."""
     z = np.asarray(rows_for(readout, codes) @ coef).ravel() + intercept
     return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
