@@ -180,6 +180,13 @@ class TfidfSegmentsBaseline(TfidfBaseline):
                                                  "segments that contain one of them.")
 
 
+class DenseBaseline(BaselineFigures):
+    n_train: int = Field(description="Training-split documents it was fitted on.")
+    C: float = Field(description="The logistic regression's inverse regularisation, chosen by stratified 3-fold CV "
+                                 "on F1 among 0.01 to 100 (on at most 5,000 training documents).")
+    sampled: bool = False
+
+
 class Baselines(BaseModel):
     """Words alone, on the concept's own held-out split (the same train/test documents as its
     metrics), scored with the same precision/recall/F1: whether the features beat the text."""
@@ -204,6 +211,12 @@ class Baselines(BaseModel):
                     "`?`, `[` and `]` as terms) + "
                     "LogisticRegression(class_weight='balanced', solver='liblinear', C by CV: `C`), fitted on the "
                     "training split's texts only; None when no term occurs in two training documents.")
+    dense_lr: DenseBaseline | None = Field(
+        default=None,
+        description="The embedding run's own document vectors (unit norm) + LogisticRegression(class_weight="
+                    "'balanced', C by CV), fitted on the training split only: the ceiling the features approach (the "
+                    "same information, unnamed). None for figures stored before it existed or with too few training "
+                    "documents of a class.")
     tfidf_lr_segments: TfidfSegmentsBaseline | None = Field(
         default=None,
         description="A probe with `segment_words` only: the same TF-IDF + logistic regression, on the same "

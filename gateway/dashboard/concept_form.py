@@ -147,7 +147,11 @@ async def create(request: Request, principal: CurrentUser, rid: RequestId,
                  form: Annotated[ConceptForm, Form()]) -> Response:
     check_csrf(request, form.csrf_token)
     try:
-        concept_id = await create_concept(request.app.state, ConceptCreate.model_validate(form.body()), principal, rid)
+        body = form.body()
+        if body["kind"] == "probe" and "examples" not in body:  # the form trains on labels; notes one by one: a queue
+            raise ConceptInputError("examples: a probe is trained on labelled documents; choose its labels here, or "
+                                    "label notes one by one from a search (Label these)", field="examples")
+        concept_id = await create_concept(request.app.state, ConceptCreate.model_validate(body), principal, rid)
     except ValidationError as exc:
         first = exc.errors()[0]
         path = ".".join(str(part) for part in first["loc"])

@@ -50,7 +50,7 @@ def index_key(run_id: int, kind: IndexKind) -> str:
     return f"embedding-runs/{run_id}/search/{kind}.faiss"
 
 
-def _read_shards(store: ArtifactStore, shard_uris: list[str]) -> np.ndarray:
+def read_shards(store: ArtifactStore, shard_uris: list[str]) -> np.ndarray:
     """The run's vectors in position order, float32 [docs, d], each row scaled to unit norm."""
     parts = [np.load(io.BytesIO(store.read_bytes(uri))).astype(np.float32, copy=False) for uri in shard_uris]
     vectors = np.ascontiguousarray(np.concatenate(parts) if parts else np.zeros((0, 1), np.float32))
@@ -169,7 +169,7 @@ def _ensure_index(factory: sessionmaker[Session], store: ArtifactStore, run_id: 
             uri = _catalogued(session, run_id, key, store, KIND)
         if uri is not None:  # built meanwhile by another request
             return uri
-        index = build_index(_read_shards(store, shards), kind)
+        index = build_index(read_shards(store, shards), kind)
         info: ArtifactInfo = store.write_bytes(key, faiss.serialize_index(index).tobytes(), kind=KIND)
         with session_scope(factory) as session:
             artifact_repo.record(session, info=info, owner_type="embedding_run", owner_id=run_id)
@@ -211,7 +211,7 @@ def ensure_segment_ranker(factory: sessionmaker[Session], store: ArtifactStore, 
             with session_scope(factory) as session:
                 uri = _catalogued(session, run_id, key, store, segment_rank.KIND)
             if uri is None:
-                ranker = segment_rank.build(_read_shards(store, shards), _segment_shards(store, segments),
+                ranker = segment_rank.build(read_shards(store, shards), _segment_shards(store, segments),
                                             max_distinct=max_distinct)
                 if ranker is not None:
                     info = store.write_bytes(key, segment_rank.to_bytes(ranker), kind=segment_rank.KIND)
@@ -238,3 +238,11 @@ def build_after_run(factory: sessionmaker[Session], store: ArtifactStore, settin
         ensure_segment_ranker(factory, store, run_id, max_distinct=settings.search_segments_max)
     except Exception as exc:  # noqa: BLE001 - the run has succeeded; the index is a cache of it
         log.warning("text index not built", extra={"embedding_run_id": run_id, "error": type(exc).__name__})
+
+
+def run_vectors(factory: sessionmaker[Session], store: ArtifactStore, run_id: int) -> np.ndarray | None:
+    """The embedding run's document vectors in position order at unit norm, float32 [docs, d]; None without any."""
+    with session_scope(factory) as session:
+        run = run_repo.get_embedding_run(session, run_id=run_id)
+        shards = [s["uri"] for s in ((run.result or {}).get("shards") or [])] if run is not None else []
+    return read_shards(store, shards) if shards else None

@@ -220,3 +220,34 @@ def test_the_words_model_reads_a_question_mark_and_a_marked_mention() -> None:
     vectorizer, model = baselines._fit_tfidf(marked, y, seed=0)
     assert {"[", "]", "tosse ]"} <= set(vectorizer.vocabulary_)
     assert model.predict(vectorizer.transform(["no [tosse], febbre", "no tosse, [febbre]"])).tolist() == [1, 0]
+
+
+async def test_dense_vectors_beside_the_words_on_the_same_split(app, client, auth, labelled_run) -> None:  # noqa: ANN001
+    """With the run's document vectors stored, the concept's baselines hold dense LR on them, equal to an
+    independent scikit-learn computation on the same training split (C by CV on the training rows only)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+    from gateway.db import session_scope
+    from gateway.domain.runs import repo as run_repo
+    from tests.factories import write_vector_shards
+
+    rng = np.random.default_rng(5)
+    y_all = np.array([int(lab == "bronchiolitis:confirmed") for lab in labelled_run.labels])
+    vectors = (rng.standard_normal((len(y_all), 8)) + 0.8 * y_all[:, None] * np.eye(8)[0]).astype(np.float32)
+    with session_scope(app.state.factory) as session:
+        sae = run_repo.get_sae_run(session, run_id=labelled_run.run_id)
+        write_vector_shards(app.state.store, run_repo.get_embedding_run(session, run_id=sae.embedding_run_id),
+                            vectors, shard_size=150)
+    c = (await create(client, auth, labelled_run, name="dense", kind="probe", examples=CONFIRMED)).json()
+    train, y_train, test, y_test = split_here(labelled_run, {"bronchiolitis:confirmed"})
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    search = GridSearchCV(LogisticRegression(class_weight="balanced", max_iter=2000), {"C": [0.01, 0.1, 1, 10, 100]},
+                          scoring="f1", cv=StratifiedKFold(3, shuffle=True, random_state=0)).fit(unit[train], y_train)
+    dense = c["baselines"]["dense_lr"]
+    assert dense["C"] == search.best_params_["C"] and dense["n_train"] == len(train)
+    assert_figures(dense, scores(y_test, search.best_estimator_.predict(unit[test])))
+    assert 0.3 < dense["f1"] < 0.95 and dense["f1_difference"]["difference"] == pytest.approx(
+        c["metrics"]["f1"] - dense["f1"], abs=2e-4)
+    page = (await client.get(f"/concepts/{c['id']}", headers=auth)).text
+    assert 'id="baseline-dense"' in page and "Dense vectors + logistic regression" in page

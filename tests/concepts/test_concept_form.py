@@ -43,6 +43,9 @@ def comparable(concept: dict) -> dict:
     """What a concept holds beyond its identity (id, name, when it was made)."""
     out = {k: v for k, v in concept.items() if k not in ("id", "name", "created_at")}
     out["metrics"] = {k: v for k, v in concept["metrics"].items() if k != "evaluated_at"}
+    if out.get("labelling"):  # what it was trained on, without when
+        out["labelling"] = {**out["labelling"], "trained_on": {k: v for k, v in out["labelling"]["trained_on"].items()
+                                                               if k != "at"}}
     return out
 
 

@@ -60,6 +60,13 @@ def run_data(session: Session, store: Any, sae_run_id: int, *, field: str = "sae
     return RunData(run, dataset_repo.get_dataset(session, dataset_id=emb.dataset_id), space)
 
 
+def dense_vectors(app_state: Any, run: SaeRun) -> np.ndarray | None:
+    """The SAE run's embedding vectors (unit rows, [docs, d]) for the dense baseline; None when it has none."""
+    from gateway.search.text_index import run_vectors
+
+    return run_vectors(app_state.factory, app_state.store, run.embedding_run_id)
+
+
 def _where(exc: ValueError) -> dict[str, Any]:
     """What a client needs to fix the expression: the position, and what was expected or could be meant."""
     extra: dict[str, Any] = {"line": exc.line, "column": exc.column}  # type: ignore[attr-defined]
@@ -227,7 +234,7 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
     if fields["metrics"] is not None:  # words alone, on the same split (and on the same segments)
         predicted = held_out_predictions(fields["metrics"])
         fields["metrics"]["baselines"] = compute_baselines(app_state.factory, dataset_id, labelled, body.examples,
-                                                           scope, predicted)
+                                                           scope, predicted, dense_vectors(app_state, data.run))
     return fields
 
 
@@ -264,6 +271,7 @@ class Scored:
     labelled: Labelled
     examples: Examples
     scope: SegmentScope | None  # a scoped probe's segments: the baselines read them too
+    vectors: np.ndarray | None = None  # the run's document vectors, for the dense baseline
 
 
 def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tuple[dict[str, Any], bool]:
@@ -271,7 +279,7 @@ def _evaluate(app_state: Any, concept_id: int, examples: Examples | None) -> tup
     predicted = held_out_predictions(s.metrics)
     if s.store:  # the stored figures carry the words-alone baselines of the same split
         s.metrics["baselines"] = compute_baselines(app_state.factory, s.dataset_id, s.labelled, s.examples, s.scope,
-                                                   predicted)
+                                                   predicted, s.vectors)
     return s.metrics, s.store
 
 
@@ -288,7 +296,7 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> Scored
         kind, text, probe, dataset_id = concept.kind, concept.expression, concept.probe, data.dataset.id
     if kind == "expression":
         return Scored(expression_metrics(match_expression(text, data.space), labelled, given), True, dataset_id,
-                      labelled, given, None)
+                      labelled, given, None, dense_vectors(app_state, data.run))
     words = probe.get("segment_words")  # codes are read only where they are scored (a scope reads texts)
     if examples is None:  # its own held-out split
         split = labelled.split(given)
@@ -298,7 +306,7 @@ def _score(app_state: Any, concept_id: int, examples: Examples | None) -> Scored
             scope = scope.found(app_state.factory, dataset_id, labelled.positions)
         codes = probe_codes(app_state.factory, dataset_id, data.space, scope, pos, context=reads_context(probe))
         return Scored(probe_metrics(probe, codes, pos, y, n_train=n_train, labelled=labelled), True, dataset_id,
-                      labelled, given, scope)
+                      labelled, given, scope, dense_vectors(app_state, data.run))
     # Other examples: every one the probe was not trained on (never its training split).
     train = set(trained_on.positions[trained_on.split(own).train].tolist())
     keep = np.array([p not in train for p in labelled.positions.tolist()], dtype=bool)
