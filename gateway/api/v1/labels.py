@@ -60,8 +60,9 @@ def export_labels(concept_id: int, request: Request, session: SessionDep, _: Cur
                   format: Annotated[Literal["csv", "jsonl"], Query()] = "csv") -> StreamingResponse:
     """Every label: the note's external id, its document id, the label, where it came from, who set it and when."""
     concept = service.concept_or_404(session, concept_id)
-    service._audit(session, "label.export", concept, service.dataset_of(session, concept),
-                   count=repo.label_counts(session, concept_id=concept_id)["positive"])
+    counts = repo.label_counts(session, concept_id=concept_id)
+    service.audit_labels(session, "label.export", concept, service.dataset_of(session, concept),
+                         count=counts["positive"] + counts["negative"] + counts["skip"])
     factory = request.app.state.factory
     columns = ("external_id", "document_id", "label", "source", "set_by", "set_at")
 

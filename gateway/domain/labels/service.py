@@ -48,7 +48,7 @@ def document_in(session: Session, concept: Concept, document_id: int, field: str
     return doc
 
 
-def _audit(session: Session, action: str, concept: Concept, dataset_id: int, **details: Any) -> None:
+def audit_labels(session: Session, action: str, concept: Concept, dataset_id: int, **details: Any) -> None:
     trail.record_read(session, action, dataset_id=dataset_id, count=details.pop("count", 1), concept_id=concept.id,
                       **details)
 
@@ -84,7 +84,7 @@ def set_label(session: Session, principal: Principal, concept_id: int, document_
         row.reason = reason if reason is not None else row.reason
     repo.add_event(session, concept_id=concept_id, document_id=document_id, label=label, previous=previous,
                    action="set", source=source, reason=row.reason, set_by=principal.name, set_at=utcnow())
-    _audit(session, "label.set", concept, doc.dataset_id, document_id=document_id, label=label)
+    audit_labels(session, "label.set", concept, doc.dataset_id, document_id=document_id, label=label)
     session.flush()
     return row
 
@@ -99,7 +99,7 @@ def delete_label(session: Session, principal: Principal, concept_id: int, docume
     repo.add_event(session, concept_id=concept_id, document_id=document_id, label=None, previous=row.label,
                    action="delete", source="api", reason=row.reason, set_by=principal.name, set_at=utcnow())
     session.delete(row)
-    _audit(session, "label.delete", concept, doc.dataset_id, document_id=document_id)
+    audit_labels(session, "label.delete", concept, doc.dataset_id, document_id=document_id)
 
 
 def undo_label(session: Session, principal: Principal, concept_id: int, document_id: int) -> ConceptLabel | None:
@@ -124,7 +124,7 @@ def undo_label(session: Session, principal: Principal, concept_id: int, document
         row.label, row.set_by, row.set_at = restored, principal.name, utcnow()
     repo.add_event(session, concept_id=concept_id, document_id=document_id, label=restored, previous=last.label,
                    action="undo", source=last.source, reason=last.reason, set_by=principal.name, set_at=utcnow())
-    _audit(session, "label.undo", concept, doc.dataset_id, document_id=document_id, label=restored)
+    audit_labels(session, "label.undo", concept, doc.dataset_id, document_id=document_id, label=restored)
     session.flush()
     return row
 
