@@ -46,3 +46,22 @@ def cue_regex(lang: str, text: str) -> int:
 def negation_hits(lang: str, text: str) -> int:
     """How many negation cues the text holds (a keyword seed's score)."""
     return len(NEGATION_CUES[lang].findall(text))
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " Prints each language's patterns "
+                                     "(measures and writes nothing), or scores one text with --lang.")
+    parser.add_argument("--lang", choices=sorted(CUES))
+    parser.add_argument("text", nargs="?")
+    args = parser.parse_args()
+    if args.lang and args.text:
+        print({"not_actual": cue_regex(args.lang, args.text), "negation_cues": negation_hits(args.lang, args.text)})
+        return
+    for lang, pattern in CUES.items():
+        print(f"{lang}: {pattern.pattern}")
+
+
+if __name__ == "__main__":
+    main()

@@ -257,7 +257,8 @@ def _load(name: str, path: Path, meta: dict, rows: list[dict], y: np.ndarray) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {', '.join(SETS)}")
     parser.add_argument("--layer3-chars", type=int, default=LAYER3_CHARS, help="layer-3 characters per language")
     parser.add_argument("--refresh", action="store_true", help="prepare again even when cached")
