@@ -135,6 +135,8 @@ class LabellingOut(BaseModel):
     tried: dict[str, float] = Field(default_factory=dict, description="Each readout and C tried: its pooled "
                                                                       "out-of-fold F1 on the labels.")
     trained_on: dict = Field(description="count, hash (SHA-256 of the sorted (document_id, label) pairs), at")
+    segment_words: list[str] | None = Field(default=None, description=(
+        "The probe reads only each note's clauses that contain one of these words (None: whole notes)."))
     counts: LabelCounts
     estimate: Estimate | None = Field(description="None until both classes have at least 2 labels.")
     estimate_cv: Estimate | None = Field(default=None, description="Cross-validation over every label, always.")

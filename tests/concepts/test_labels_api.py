@@ -57,7 +57,7 @@ async def answer(client, headers, concept_id: int, batch: dict, run) -> None:  #
 async def test_from_a_seed_to_a_trained_probe(client, auth, labelled_run) -> None:  # noqa: ANN001
     run = labelled_run
     concept = await new_concept(client, auth, run)
-    assert concept["probe"] is None and concept["seed"] == {**SEED, "text": None} and concept["labelling"] is None
+    assert concept["probe"] is None and concept["seed"] == {**SEED, "text": None} and concept["labelling"]["version"] == 0
     seen: set[int] = set()
     first = (await client.post(f"/api/v1/concepts/{concept['id']}/queue", headers=auth, json={"n": 10})).json()
     assert first["phase"] == "seed" and len(first["items"]) == 10 and first["policy"]["seed"] == SEED

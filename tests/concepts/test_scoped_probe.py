@@ -17,7 +17,8 @@ from sklearn.model_selection import train_test_split
 
 from gateway.db import session_scope
 from gateway.domain.auth.service import Principal
-from gateway.domain.concepts.demo import EXPRESSION_NAME, PROBE_NAME, SCOPE_WORDS, SCOPED_NAME, create_demo_concepts
+from gateway.domain.concepts.demo import (EXPRESSION_NAME, LABELLING_NAME, PROBE_NAME, SCOPE_WORDS, SCOPED_NAME,
+                                          create_demo_concepts)
 from gateway.domain.runs.models import SaeRun
 from gateway.search.space import clear_cache
 from tests.concepts.conftest import tuned_tfidf_predictions, write_run
@@ -163,7 +164,7 @@ async def test_the_demo_s_scoped_probe_carries_its_words_baseline(app, client, a
     ids = await create_demo_concepts(app.state, scoped_run, Principal(None, "demo"))
     concepts = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
     by_name = {c["name"]: c for c in concepts}
-    assert set(by_name) == {PROBE_NAME, EXPRESSION_NAME, SCOPED_NAME}  # a run with segment codes: all three
+    assert set(by_name) == {PROBE_NAME, EXPRESSION_NAME, SCOPED_NAME, LABELLING_NAME}  # segment codes: all four
     segments = by_name[SCOPED_NAME]["baselines"]["tfidf_lr_segments"]
     assert segments["segment_words"] == SCOPE_WORDS and segments["f1"] == 1.0  # the clause says its status
     assert all(by_name[n]["baselines"]["tfidf_lr_segments"] is None for n in (PROBE_NAME, EXPRESSION_NAME))
@@ -185,3 +186,36 @@ async def test_segment_words_are_refused_where_they_cannot_apply(client, auth, l
         bad = await client.post("/api/v1/concepts", headers=auth, json={
             "sae_run_id": scoped_run, "name": "b", "kind": "probe", "examples": EXAMPLES, "segment_words": words})
         assert bad.status_code == 422 and "segment_words" in bad.text, words
+
+
+async def test_a_concept_labelled_note_by_note_reads_its_words_clauses(client, auth, scoped_run) -> None:  # noqa: ANN001
+    """Made with segment words and no examples: the probe trained on its labels reads the clause that names the
+    topic (the hedge there decides), and the queue reads the same clauses for its uncertain notes."""
+    made = await client.post("/api/v1/concepts", headers=auth, json={
+        "sae_run_id": scoped_run, "name": "labelled by clause", "kind": "probe", "segment_words": ["Bronchiolit"],
+        "seed": {"expression": "F0 > 0"}})
+    assert made.status_code == 201, made.text
+    concept = made.json()
+    assert concept["labelling"]["segment_words"] == ["Bronchiolit"] and concept["probe"] is None
+    docs = (await client.get("/api/v1/datasets", headers=auth)).json()["items"][0]
+    listed = (await client.get(f"/api/v1/datasets/{docs['id']}/documents?limit=500", headers=auth)).json()["items"]
+    for doc in listed[:40]:  # even notes confirm bronchiolitis, odd ones suspect it
+        label = "positive" if doc["position"] % 2 == 0 else "negative"
+        put = await client.put(f"/api/v1/concepts/{concept['id']}/labels/{doc['id']}", headers=auth,
+                               json={"label": label})
+        assert put.status_code == 200, put.text
+    trained = (await client.post(f"/api/v1/concepts/{concept['id']}/retrain", headers=auth)).json()
+    assert trained["segment_words"] == ["Bronchiolit"] and trained["estimate"]["f1"] == 1.0
+    shown = (await client.get(f"/api/v1/concepts/{concept['id']}", headers=auth)).json()
+    assert shown["probe"]["segment_words"] == ["Bronchiolit"]
+    hedge = [w for w in shown["probe"]["weights"] if w["index"] == 1]
+    assert hedge and hedge[0]["weight"] < 0  # the hedge in the topic's own clause speaks against
+    batch = (await client.post(f"/api/v1/concepts/{concept['id']}/queue", headers=auth, json={"n": 10})).json()
+    assert batch["phase"] == "probe" and all(i["position"] >= 40 for i in batch["items"])
+    resp = await client.post(f"/api/v1/concepts/{concept['id']}/apply", headers=auth)
+    job = await wait_done(client, auth, f"/api/v1/jobs/{resp.json()['id']}", timeout=60)
+    assert job["status"] == "succeeded", job
+    export = await client.get(f"/api/v1/concepts/{concept['id']}/export.csv", headers=auth)
+    matched = sorted(int(line.split(",")[1][1:]) for line in export.text.splitlines()[1:])
+    wrong = set(matched) ^ set(range(0, N_DOCS, 2))
+    assert len(wrong) <= 2, wrong  # from 40 labels: the confirmed notes, at most a borderline one or two apart

@@ -181,9 +181,6 @@ def _check_body(body: ConceptCreate) -> None:
         raise ConceptInputError("expression: a concept of kind 'expression' needs an expression", field="expression")
     if body.kind == "probe" and body.expression is not None:
         raise ConceptInputError("expression: only a concept of kind 'expression' has one", field="expression")
-    if body.kind == "probe" and body.examples is None and body.segment_words is not None:
-        raise ConceptInputError("segment_words: a probe trained on its label set reads whole notes; give `examples` "
-                                "for a scoped probe", field="segment_words")
     if body.seed is not None and body.kind != "probe":
         raise ConceptInputError("seed: only a probe is labelled from a queue", field="seed")
     if body.kind == "expression" and body.segment_words is not None:
@@ -209,7 +206,9 @@ def _build(app_state: Any, body: ConceptCreate) -> dict[str, Any]:
         except ConceptInputError as exc:
             raise ConceptInputError(f"seed.{exc.message}", field="seed.expression", extra=exc.extra) from None
     if body.kind == "probe" and labelled is None:  # labelled note by note: trained as labels come
+        segment_scope(data.space, body.segment_words)  # a run without segment codes refuses the words now
         fields["features"] = []
+        fields["labelling"] = untrained_labelling(body.segment_words)
         return fields
     if body.kind == "expression":
         match = match_expression(body.expression, data.space)
@@ -343,6 +342,14 @@ def examples_rows(factory: Any, dataset_id: int, labelled: Labelled) -> list[tup
         ids = dataset_repo.ids_at(session, dataset_id=dataset_id, positions=positions.tolist())
     return [(ids[int(p)], int(p), "positive" if y else "negative")
             for p, y in zip(positions.tolist(), labelled.y.tolist()) if int(p) in ids]
+
+
+def untrained_labelling(segment_words: list[str] | None) -> dict[str, Any]:
+    """A concept to be labelled note by note, before its first training: its scope is kept here until a probe
+    carries it."""
+    return {"version": 0, "trained_on": {"count": 0, "hash": None, "at": None}, "counts": {}, "estimate": None,
+            "curve": [], "carriers": [], "seconds": 0.0,
+            **({"segment_words": list(segment_words)} if segment_words else {})}
 
 
 def examples_labelling(rows: list[tuple[int, int, str]]) -> dict[str, Any]:

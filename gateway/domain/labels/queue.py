@@ -5,10 +5,13 @@ recorded with its policy, shares and seed."""
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sqlalchemy import select
 
 from contracts.labels import QueueBatch, QueueItem, QueueSeed
@@ -21,6 +24,7 @@ from gateway.domain.labels import repo
 from gateway.domain.labels.models import LabelLease
 from gateway.domain.labels.policy import Pick, QueuePolicy, plan_batch
 from gateway.domain.labels.service import concept_or_404
+from gateway.domain.labels.training import scope_words, scoped_rows
 
 LEASE = timedelta(minutes=10)
 SEED_HITS = 200  # a seed's ranked hits considered (its best first)
@@ -77,18 +81,44 @@ def _state(app_state: Any, concept_id: int, principal: Principal, seed: QueueSee
         counts = repo.label_counts(session, concept_id=concept_id)
         return {"space": data.space, "dataset_id": data.dataset.id, "probe": concept.probe, "seed": concept.seed,
                 "open": _open(data.space.n_docs, labelled, others), "n_batches": n_batches,
-                "counts": counts, "version": (concept.labelling or {}).get("version"), "sae_run_id": concept.sae_run_id}
+                "counts": counts, "version": (concept.labelling or {}).get("version"), "sae_run_id": concept.sae_run_id,
+                "words": scope_words(concept.probe, concept.labelling)}
 
 
-def _probability(state: dict[str, Any]) -> np.ndarray | None:
-    """The current probe's P(positive) for every note, once both classes have labels; None for a probe that reads
-    segments (the queue reads whole notes) or before there is one."""
+_rows_cache: OrderedDict[tuple, sp.csr_matrix] = OrderedDict()
+ROWS_CACHE = 4  # scoped rows of this many (run, words) kept: every note's max over its matching clauses
+_rows_lock = threading.Lock()
+
+
+def every_note_rows(app_state: Any, state: dict[str, Any]) -> sp.csr_matrix:
+    """[docs, n]: what the concept's probe reads for every note (its clauses holding a word, or the note), kept for
+    the next batches (finding the clauses reads every note's text)."""
+    space = state["space"]
+    if not state["words"]:
+        return space.codes.tocsr()
+    key = (state["sae_run_id"], tuple(state["words"]), space.n_docs)
+    with _rows_lock:
+        if key in _rows_cache:
+            _rows_cache.move_to_end(key)
+            return _rows_cache[key]
+    rows = scoped_rows(app_state.factory, state["dataset_id"], space, state["words"], np.arange(space.n_docs))
+    with _rows_lock:
+        _rows_cache[key] = rows
+        while len(_rows_cache) > ROWS_CACHE:
+            _rows_cache.popitem(last=False)
+    return rows
+
+
+def _probability(app_state: Any, state: dict[str, Any]) -> tuple[np.ndarray, sp.csr_matrix] | None:
+    """(the current probe's P(positive) for every note, the rows it read) once both classes have labels and a
+    probe exists; None before."""
     from gateway.domain.concepts.service import probe_probability
 
     probe, counts = state["probe"], state["counts"]
-    if not probe or probe.get("segment_words") or not (counts["positive"] and counts["negative"]):
+    if not probe or not (counts["positive"] and counts["negative"]) or probe.get("context"):
         return None
-    return probe_probability(probe, state["space"].codes.tocsr())
+    rows = every_note_rows(app_state, state)
+    return probe_probability(probe, rows), rows
 
 
 async def next_batch(app_state: Any, concept_id: int, n: int, principal: Principal, seed: QueueSeed | None,
@@ -96,7 +126,8 @@ async def next_batch(app_state: Any, concept_id: int, n: int, principal: Princip
     import asyncio
 
     state = await asyncio.to_thread(_state, app_state, concept_id, principal, seed)
-    probability = await asyncio.to_thread(_probability, state)
+    read = await asyncio.to_thread(_probability, app_state, state)
+    probability, rows = read if read is not None else (None, None)
     hits = near = None
     if probability is None and state["seed"]:
         given = QueueSeed.model_validate(state["seed"])
@@ -107,7 +138,7 @@ async def next_batch(app_state: Any, concept_id: int, n: int, principal: Princip
     digest = hashlib.sha256(f"{concept_id}:{state['n_batches']}".encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
     picks = plan_batch(n, open_=state["open"], rng=rng, policy=POLICY, probability=probability,
-                       codes=state["space"].codes.tocsr() if probability is not None else None,
+                       codes=rows,
                        seed_hits=hits, seed_near=near)
     phase = "probe" if probability is not None else "seed" if hits is not None else "random"
     return await asyncio.to_thread(_lease, app_state, concept_id, principal, picks, probability, state, phase)

@@ -37,9 +37,16 @@ def concept_lock(concept_id: int) -> threading.Lock:
         return _locks.setdefault(concept_id, threading.Lock())
 
 
-def _codes(factory: Any, dataset_id: int, space: Any, probe: dict | None, positions: np.ndarray) -> sp.csr_matrix:
-    """[labels, n]: the rows the probe reads, a segment scope's when the concept has one."""
-    scope = segment_scope(space, (probe or {}).get("segment_words"))
+def scope_words(probe: dict | None, labelling: dict | None) -> list[str] | None:
+    """The concept's segment words: its probe's, or before the first training, those it was made with."""
+    return (probe or {}).get("segment_words") or (labelling or {}).get("segment_words") or None
+
+
+def scoped_rows(factory: Any, dataset_id: int, space: Any, words: list[str] | None,
+                positions: np.ndarray) -> sp.csr_matrix:
+    """[len(positions), n]: the rows a probe reads, the max over each note's clauses holding a word when it has
+    words (a note without one reads as empty), else the note's own codes."""
+    scope = segment_scope(space, words)
     if scope is not None:
         scope = scope.found(factory, dataset_id, positions)
     return probe_codes(factory, dataset_id, space, scope, positions)[positions]
@@ -123,14 +130,15 @@ def retrain(app_state: Any, concept_id: int) -> dict[str, Any]:
         y = np.array([1 if r[2] == "positive" else 0 for r in rows], dtype=np.int64)
         random = np.array([r[3] == "random" for r in rows], dtype=bool)
         pairs = [(int(r[0]), r[2]) for r in rows]
+        words = scope_words(read["probe"], read["labelling"])
         labelling: dict[str, Any] = {"version": int(read["labelling"].get("version", 0)) + 1,
                                      "trained_on": {"count": len(rows), "hash": labels_hash(pairs),
                                                     "at": utcnow().isoformat()},
                                      "counts": read["counts"], "estimate": None, "estimate_cv": None, "curve": [],
-                                     "carriers": []}
+                                     "carriers": [], **({"segment_words": words} if words else {})}
         probe = None
         if y.sum() >= 1 and (len(y) - y.sum()) >= 1:
-            codes = _codes(app_state.factory, data.dataset.id, data.space, read["probe"], read["positions"])
+            codes = scoped_rows(app_state.factory, data.dataset.id, data.space, words, read["positions"])
             fitted = fit_readout(codes, y)
             coef = fitted.probe.coef[0]
             used = np.flatnonzero(coef)
@@ -138,8 +146,7 @@ def retrain(app_state: Any, concept_id: int) -> dict[str, Any]:
                      "intercept": float(fitted.probe.intercept[0]), "C": fitted.probe.C,
                      "cv_f1": round(fitted.probe.cv_score, 4) if fitted.out_of_fold is not None else None,
                      "threshold": 0.5, "converged": True, "readout": fitted.readout,
-                     **({"segment_words": read["probe"]["segment_words"]}
-                        if (read["probe"] or {}).get("segment_words") else {})}
+                     **({"segment_words": words} if words else {})}
             labelling["estimate"], labelling["estimate_cv"] = estimate(y, fitted.out_of_fold, random)
             labelling["readout"], labelling["tried"] = fitted.readout, fitted.tried
             labelling["seconds_fit"] = round(time.perf_counter() - start, 4)
