@@ -27,7 +27,7 @@ READS_BY_POST = frozenset({"/sae-runs/{run_id}/search", "/logout", "/project"})
 LABELLING = frozenset({"/concepts/{concept_id}/labels/{document_id}", "/concepts/{concept_id}/labels",
                        "/concepts/{concept_id}/labels/{document_id}/undo", "/concepts/{concept_id}/labels/import",
                        "/concepts/{concept_id}/queue", "/concepts/{concept_id}/retrain",
-                       "/concepts/{concept_id}/label/answer"})
+                       "/concepts/{concept_id}/label/answer", "/concepts/{concept_id}/label/undo"})
 """Routes that write a concept's labels (or hand out and retrain on them): a labeller may, besides editors."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SCOPED_SEGMENTS: dict[str, Kind] = {"datasets": "dataset", "embedding-runs": "embedding_run", "sae-runs": "sae_run",

@@ -53,16 +53,19 @@ class Series:
 
 
 def line_chart_svg(series: list[Series], *, title: str, x_label: str, y_label: str,
-                   width: int = 640, height: int = 240, y_min: float | None = 0.0) -> str:
-    """Lines over a shared x axis, with a legend; role=img and a text description of the ends."""
+                   width: int = 640, height: int = 240, y_min: float | None = 0.0, y_max: float | None = None,
+                   dots: bool = False) -> str:
+    """Lines over a shared x axis, with a legend; role=img and a text description of the ends. `dots` marks each
+    point (a line of one point shows nothing else); `y_max` fixes the top (F1: 1)."""
     pts = [p for s in series for p in s.points]
     if not pts:
         return f'<p class="muted">{escape(title)}: no data.</p>'
     left, bottom, top, right = 56, 36, 24, 12
     pw, ph = width - left - right, height - top - bottom
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    x0 = 0 if x0 == x1 else x0  # one point: at its place on an axis from 0, not on the left edge
     y0 = y_min if y_min is not None else min(p[1] for p in pts)
-    y1 = max(p[1] for p in pts)
+    y1 = max(p[1] for p in pts) if y_max is None else y_max
     xs, ys = (x1 - x0) or 1, (y1 - y0) or 1
 
     def sx(x: float) -> float:
@@ -88,6 +91,9 @@ def line_chart_svg(series: list[Series], *, title: str, x_label: str, y_label: s
     for i, s in enumerate(series):
         path = " ".join(f"{'M' if j == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for j, (x, y) in enumerate(s.points))
         parts.append(f'<path d="{path}" class="line {s.css}" fill="none"><title>{escape(s.name)}</title></path>')
+        if dots:
+            parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" class="dot {s.css}">'
+                         f'<title>{escape(s.name)}: {y:.3f} at {x:g} {escape(x_label)}</title></circle>' for x, y in s.points)
         lx = left + 8 + i * 150
         parts.append(f'<line x1="{lx}" y1="10" x2="{lx + 18}" y2="10" class="line {s.css}"/>'
                      f'<text x="{lx + 22}" y="14" class="tick">{escape(s.name)}</text>')

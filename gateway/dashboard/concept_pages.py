@@ -1,5 +1,6 @@
 """Dashboard pages of concepts: the list, and one concept (held-out metrics, confusion matrix, PR
-curve, named weights, apply with live progress, CSV export, delete)."""
+curve, named weights; for a probe trained on labels its counts, estimate and learning curve; apply with live
+progress, CSV export, delete)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.service import delete_concept
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.jobs import repo as job_repo
+from gateway.domain.labels.training import RETRAIN_EVERY
 from gateway.domain.jobs.service import to_out
 from gateway.domain.runs import repo as run_repo
 
@@ -41,6 +43,17 @@ def pr_chart(curve: dict[str, Any] | None) -> Markup | None:
     ap = curve.get("average_precision")
     return Markup(line_chart_svg([Series("precision", points, "s1")], x_label="recall", y_label="precision",
                                  title=f"Precision-recall on held-out documents (average precision {ap:.3f})"))
+
+
+def learning_chart(labelling: dict[str, Any] | None) -> Markup | None:
+    """Cross-validated F1 of the features' probe and of TF-IDF + LR against the labels they were trained on."""
+    curve = (labelling or {}).get("curve") or []
+    series = [Series(name, [(p["labels"], p[key]) for p in curve if p.get(key) is not None], css)
+              for name, key, css in (("SAE features", "features", "s1"), ("TF-IDF + LR", "tfidf", "s2"))]
+    if not any(s.points for s in series):
+        return None
+    return Markup(line_chart_svg([s for s in series if s.points], x_label="labels", y_label="cross-validated F1",
+                                 title="Learning curve: F1 against the labels so far", y_max=1.0, dots=True))
 
 
 def apply_context(session: SessionDep, concept: Concept) -> dict[str, Any]:
@@ -70,7 +83,8 @@ def concept_page(request: Request, concept_id: int, session: SessionDep) -> Resp
     emb = run_repo.get_embedding_run(session, run_id=run.embedding_run_id)
     ctx = {**apply_context(session, concept), "run": run, "embedding_run": emb,
            "dataset": dataset_repo.get_dataset(session, dataset_id=emb.dataset_id),
-           "pr_chart": pr_chart((concept.metrics or {}).get("pr_curve"))}
+           "pr_chart": pr_chart((concept.metrics or {}).get("pr_curve")),
+           "learning_chart": learning_chart(concept.labelling), "retrain_every": RETRAIN_EVERY}
     return render(request, "pages/concept.html", ctx)
 
 

@@ -69,13 +69,14 @@ def shown_projects(request: Request) -> frozenset[int]:
     return frozenset({project.id}) if project is not None else frozenset()
 
 
-def render(request: Request, template: str, context: dict[str, Any] | None = None, *, status_code: int = 200) -> Response:
+def render(request: Request, template: str, context: dict[str, Any] | None = None, *, status_code: int = 200,
+           headers: dict[str, str] | None = None) -> Response:
     principal = getattr(request.state, "principal", None)
     ctx = {"csrf_token": csrf_token(request), "principal": principal,
            "can_write": bool(principal and principal.can_write), "project": getattr(request.state, "project", None),
            "projects": getattr(request.state, "projects", [])}
     ctx.update(context or {})
-    return templates.TemplateResponse(request, template, ctx, status_code=status_code)
+    return templates.TemplateResponse(request, template, ctx, status_code=status_code, headers=headers)
 
 
 def login_page_response(request: Request, *, status_code: int = 200, error: str | None = None) -> Response:

@@ -24,6 +24,7 @@ import httpx
 from tests.live import HTTP, PRISMA, REPO_ROOT, free_port, prisma_env, stop
 
 N_NOTES = 400
+N_CONCEPTS = 4  # gateway/domain/concepts/demo.py: the probe, the expression, the scoped probe, the one to label
 
 
 class Demo(NamedTuple):
@@ -58,7 +59,7 @@ def demo_key(proc: subprocess.Popen | None, log: Path, timeout: float = 180) -> 
 
 
 def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
-    """The demo's chain: embed → SAE → names → its three concepts (two probes, one expression)."""
+    """The demo's chain: embed → SAE → names → its four concepts (two probes, one expression, one to label)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:  # the demo's pipeline shares the server's process: answers can be slow meanwhile
@@ -67,7 +68,7 @@ def wait_for_concepts(url: str, key: str, timeout: float = 900) -> list[dict]:
         except httpx.TransportError:  # not listening yet (the key is printed first), or slow
             time.sleep(0.5)
             continue
-        if len(items) == 3:
+        if len(items) == N_CONCEPTS:
             return items
         time.sleep(2)
     raise TimeoutError("the demo made no concepts")
@@ -106,7 +107,7 @@ class Background:
 
     @classmethod
     def join(cls) -> Demo:
-        """The running demo with its three concepts (started now if collection did not start it)."""
+        """The running demo with its concepts (started now if collection did not start it)."""
         if cls.demo is None:
             cls.start()
             assert cls.tmp is not None and (cls.proc is not None or cls.attached)

@@ -1,4 +1,4 @@
-"""In headless Chromium over `prisma demo` (a small corpus): the demo ships its three concepts; open
+"""In headless Chromium over `prisma demo` (a small corpus): the demo ships its four concepts; open
 the probe, read its held-out metrics, confusion matrix, PR curve and named weights, apply it with
 live progress, download its CSV; open the saved expression and read its metrics, and the probe
 scoped to clauses with TF-IDF on the same clauses beside it; delete a concept from its page."""
@@ -23,7 +23,7 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     url, key = demo.url, demo.key
     concepts = {c["name"]: c for c in demo.concepts}
     assert set(concepts) == {"Confirmed bronchiolitis (probe)", "Confirmed bronchiolitis (expression)",
-                             "Confirmed bronchiolitis (probe on its clauses)"}
+                             "Confirmed bronchiolitis (probe on its clauses)", "Confirmed bronchiolitis (labelling)"}
     login(page, url, key)
     page.get_by_role("link", name="Concepts", exact=True).click()
     page.wait_for_url(f"{url}/concepts")

@@ -137,6 +137,10 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/concepts/{concept_id}/apply"): READ_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/delete"): WRITE_IN_PROJECT,
+    ("GET", "/concepts/{concept_id}/label"): READ_IN_PROJECT,      # a viewer reads it, is handed no note
+    ("GET", "/concepts/{concept_id}/label/status"): READ_IN_PROJECT,
+    ("POST", "/concepts/{concept_id}/label/answer"): WRITE_IN_PROJECT,  # a labeller too: tests/gateway/test_label_pages.py
+    ("POST", "/concepts/{concept_id}/label/undo"): WRITE_IN_PROJECT,
     ("GET", "/audit"): ADMIN_ONLY,
     ("GET", "/api-docs"): ANY_KEY,                       # the API reference: any caller who can log in
     ("GET", "/api-docs/{name}"): PUBLIC,                 # Swagger UI's own files, as /static

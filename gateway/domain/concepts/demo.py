@@ -1,8 +1,9 @@
 """The demo's ready concepts on its SAE run, for "every note with a confirmed bronchiolitis,
 not the suspected ones": a sparse probe trained on the corpus's labels (on the notes' codes, the
 max over their clauses' when the run has segments), a saved expression written from feature names
-as a clinician would write it, and, on a run with segment codes, the same probe read only on the
-clauses that name bronchiolitis (`segment_words`).
+as a clinician would write it, on a run with segment codes the same probe read only on the
+clauses that name bronchiolitis (`segment_words`), and a probe with no labels yet, to be labelled
+note by note from the queue (seeded by the bronchiolitis name).
 
 The expression: the words a clinician types into the run's label search (`bronchiolit`, and the
 hedge words `sospett`, `esclus`, `possibil`, `probabil`, `pregress`: those of bench/status.py's regex
@@ -29,10 +30,12 @@ import numpy as np
 import regex
 
 from contracts.concepts import ConceptCreate, Examples, LabelClasses
+from contracts.labels import QueueSeed
 from contracts.search import LabelSearch
 from gateway.db import session_scope
 from gateway.domain.auth.service import Principal
 from gateway.domain.concepts import repo
+from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import labelled_documents
 from gateway.domain.concepts.service import create_concept, run_data
 from gateway.search.expressions import SearchSpace, UnknownLabelError, resolve_labels
@@ -43,6 +46,10 @@ CONFIRMED, SUSPECTED = "bronchiolitis:confirmed", "bronchiolitis:suspected"
 PROBE_NAME = "Confirmed bronchiolitis (probe)"
 EXPRESSION_NAME = "Confirmed bronchiolitis (expression)"
 SCOPED_NAME = "Confirmed bronchiolitis (probe on its clauses)"
+LABELLING_NAME = "Confirmed bronchiolitis (labelling)"
+LABELLING_SEED = 'label:"bronchiolite"'
+"""The labelling concept's seed: the name a clinician finds for the word (the demo's run names its bronchiolitis
+features so); a run without that name starts from the word as a text query instead."""
 SCOPE_WORDS = ["bronchiolit"]
 TOPIC_WORDS = ("bronchiolit",)
 HEDGE_WORDS = ("sospett", "?", "esclus", "possibil", "probabil", "pregress")
@@ -123,10 +130,26 @@ def _plan(state: Any, sae_run_id: int) -> str:
     return demo_expression(data.space, bronchiolitis, confirmed, suspected)
 
 
+async def create_labelling_concept(state: Any, sae_run_id: int, principal: Principal) -> int:
+    """The concept to label note by note: a probe with no labels yet, its queue seeded by LABELLING_SEED (or, where
+    the run has no feature of that name, by the word as a text query)."""
+    description = ("Label notes one by one: a confirmed bronchiolitis is positive, a suspected, ruled-out or past "
+                   "one negative. The probe retrains on the labels as they come.")
+    body = ConceptCreate(sae_run_id=sae_run_id, name=LABELLING_NAME, kind="probe", description=description,
+                         seed=QueueSeed(expression=LABELLING_SEED))
+    try:
+        return await create_concept(state, body, principal, None)
+    except ConceptInputError as exc:
+        if exc.field != "seed.expression":
+            raise
+    body = body.model_copy(update={"seed": QueueSeed(text="bronchiolite")})
+    return await create_concept(state, body, principal, None)
+
+
 async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal) -> list[int]:
     """The concepts (each once: a demo started again finds them by name); returns their ids: the
-    probe, the expression, and the scoped probe where the run has segment codes."""
-    names = (PROBE_NAME, EXPRESSION_NAME, SCOPED_NAME)
+    probe, the expression, the scoped probe where the run has segment codes, and the concept to label."""
+    names = (PROBE_NAME, EXPRESSION_NAME, SCOPED_NAME, LABELLING_NAME)
     with session_scope(state.factory) as session:
         existing = {n: repo.find_concept(session, sae_run_id=sae_run_id, name=n) for n in names}
         ids = {n: c.id for n, c in existing.items() if c is not None}
@@ -150,4 +173,6 @@ async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal
                              description="The probe, read only on the clauses that name bronchiolitis: the word "
                                          "finds the mention, the features read its status.")
         ids[SCOPED_NAME] = await create_concept(state, body, principal, None)
+    if LABELLING_NAME not in ids:
+        ids[LABELLING_NAME] = await create_labelling_concept(state, sae_run_id, principal)
     return [ids[n] for n in names if n in ids]
