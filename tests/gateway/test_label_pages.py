@@ -1,7 +1,8 @@
 """The labelling page over HTTP (no browser): a note's text and the concept's name escaped; the page holds the
 queue's batch (the note shown, the next one rendered hidden, the rest listed); a labeller answers and undoes, the
 counts coming back out of band; a viewer reads the page but is handed no note and may not answer (403); the
-concept page of a probe with no label yet says so."""
+concept page of a probe with no label yet says so; "Label these" on the search page makes (or finds) the concept
+seeded by the search and opens its labelling page, for an editor only."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ NAME = "Confirmed <i>bronchiolitis</i>"
 class Labelling(NamedTuple):
     concept_id: int
     dataset_id: int
+    run_id: int
 
 
 @pytest.fixture
@@ -48,7 +50,7 @@ async def labelling(app, client, auth) -> Labelling:  # noqa: ANN001
     resp = await client.post("/api/v1/concepts", headers=auth, json={
         "sae_run_id": run_id, "name": NAME, "kind": "probe", "seed": {"expression": 'label:"bronchiolite"'}})
     assert resp.status_code == 201, resp.text
-    return Labelling(resp.json()["id"], dataset_id)
+    return Labelling(resp.json()["id"], dataset_id, run_id)
 
 
 def member_key(app, dataset_id: int, role: str) -> str:  # noqa: ANN001
@@ -146,3 +148,33 @@ async def test_the_concept_page_of_a_probe_without_labels(client, auth, labellin
     assert page.status_code == 200, page.text
     assert "No probe yet: label notes of both classes" in page.text
     assert f'href="/concepts/{labelling.concept_id}/label"' in page.text and 'id="metrics"' not in page.text
+
+
+async def test_label_these_from_the_search_page(labelling, as_role) -> None:  # noqa: ANN001
+    editor, token = await as_role("editor", labelling.dataset_id)
+    search = await editor.get(f"/sae-runs/{labelling.run_id}/search", params={"q": 'label:"bronchiolite"'})
+    assert 'id="label-these"' in search.text
+    form = {"csrf_token": token, "mode": "expression", "q": 'label:"bronchiolite"', "name": "From <the> search"}
+    made = await editor.post(f"/sae-runs/{labelling.run_id}/label", data=form)
+    # the fixture's concept has this seed already: it is opened, not made twice
+    assert made.status_code == 200 and made.headers["HX-Redirect"] == f"/concepts/{labelling.concept_id}/label"
+    form["q"] = 'label:"bronchiolite" AND NOT label:"sospetto"'
+    made = await editor.post(f"/sae-runs/{labelling.run_id}/label", data=form)
+    new_page = made.headers["HX-Redirect"]
+    assert re.fullmatch(r"/concepts/\d+/label", new_page) and new_page != f"/concepts/{labelling.concept_id}/label"
+    page = await editor.get(new_page)
+    assert page.status_code == 200 and "From &lt;the&gt; search" in page.text and len(articles(page.text)) == 2
+    again = await editor.post(f"/sae-runs/{labelling.run_id}/label", data=form)
+    assert again.headers["HX-Redirect"] == new_page  # the same search and name: the same concept
+    form["q"] = "F1 >"
+    taken = await editor.post(f"/sae-runs/{labelling.run_id}/label", data=form)
+    assert taken.status_code == 409 and "already has a concept named" in taken.text  # the name, another seed
+    form["name"] = "broken"
+    wrong = await editor.post(f"/sae-runs/{labelling.run_id}/label", data=form)
+    assert wrong.status_code == 422 and "seed" in wrong.text  # the expression's own error, said
+
+    viewer, viewer_token = await as_role("viewer", labelling.dataset_id)
+    assert 'id="label-these"' not in (await viewer.get(f"/sae-runs/{labelling.run_id}/search",
+                                                      params={"q": 'label:"bronchiolite"'})).text
+    refused = await viewer.post(f"/sae-runs/{labelling.run_id}/label", data={**form, "csrf_token": viewer_token})
+    assert refused.status_code == 403

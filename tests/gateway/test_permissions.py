@@ -129,6 +129,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/sae-runs/{run_id}/features/{index}/examples"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/search"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/search/suggest"): READ_IN_PROJECT,
+    ("POST", "/sae-runs/{run_id}/label"): WRITE_IN_PROJECT,  # "Label these": creates a concept
     ("GET", "/sae-runs/{run_id}/documents/{document_id}"): READ_IN_PROJECT,
     ("GET", "/concepts"): ANY_KEY,
     ("GET", "/concepts/new"): ANY_KEY,                   # the form lists the caller's own project's runs
