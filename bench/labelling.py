@@ -124,7 +124,8 @@ def simulate(ds: Any, train: np.ndarray, test: np.ndarray, seed: int, policy: Qu
             probability = readout_p(fitted, ds.codes)
         if len(labelled) in CHECKPOINTS:
             random = np.array([r == "random" for r in reasons])
-            shown, cv = estimate(ds.y[positions], None if fitted is None else fitted.out_of_fold, random)
+            shown, cv = (None, None) if fitted is None else estimate(
+                ds.y[positions], fitted, ds.codes[positions], random, ds.codes[np.flatnonzero(open_)])
             out[len(labelled)] = {"f1": f1, "estimate": None if shown is None else shown["f1"],
                                   "estimate_cv": None if cv is None else cv["f1"],
                                   "basis": None if shown is None else shown["basis"],
@@ -200,7 +201,8 @@ def retrain_p95(name: str, repeats: int = 20) -> dict:
         random = rng.random(len(chosen)) < 0.2
         t0 = time.perf_counter()
         fitted = readout_fit(ds.codes[chosen], ds.y[chosen], r)
-        estimate(ds.y[chosen], fitted.out_of_fold, random)
+        rest = np.setdiff1d(np.arange(len(ds.y)), chosen)  # the notes nobody labelled: the estimate's pool
+        estimate(ds.y[chosen], fitted, ds.codes[chosen], random, ds.codes[rest])
         times.append(time.perf_counter() - t0)
     return {"set": name, "labels": min(1000, len(ds.labelled)), "repeats": repeats,
             "p95": round(float(np.percentile(times, 95)), 3), "median": round(float(np.median(times)), 3)}
@@ -270,21 +272,22 @@ def main() -> None:
 def write(out: Path, report: dict, retrain: dict | None) -> None:
     import subprocess
 
-    sets = report["sets"]
+    sets = report.setdefault("sets", {})
     keys = [str(n) for n in CHECKPOINTS]
     report.update({
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "checkpoints": keys, "seeds": SEEDS, "batch": BATCH, "methods": list(METHODS),
         "policy_default": QueuePolicy().describe(),
         "missing_sets": [s for s in SETS if s not in sets],
-        "means": {m: {"f1_at": {k: _mean([r[m]["f1_at"][k] for r in sets.values()]) for k in keys}} for m in METHODS},
+        "means": {m: {"f1_at": {k: _mean([r[m]["f1_at"][k] for r in sets.values() if m in r]) for k in keys}}
+                  for m in METHODS},
         "retrain_seconds_p95_1000_labels": retrain or report.get("retrain_seconds_p95_1000_labels"),
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=ROOT, capture_output=True,
                                  text=True).stdout.strip(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(),
         "command": " ".join(["python bench/labelling.py", *sys.argv[1:]]),
     })
-    report["goals"] = goals(sets, report["retrain_seconds_p95_1000_labels"])
+    report["goals"] = goals(sets, report["retrain_seconds_p95_1000_labels"]) if sets else {}
     report["goals"]["sets_measured"] = list(sets)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

@@ -108,11 +108,13 @@ class Estimate(BaseModel):
     f1: float
     low: float
     high: float
-    n: int = Field(description="Labels it is computed on.")
+    n: int = Field(description="Labels it is computed on (the random share's, for basis random).")
     level: float
     basis: Literal["random", "cross_validation"] = Field(
-        description="random: the queue's random share alone (unbiased; once it holds 20 labels); cross_validation: "
-                    "out-of-fold predictions over every label (the queue picks hard notes, so it leans low)")
+        description="random: F1 over every note nobody labelled, estimated from the queue's random share (once it "
+                    "holds 20 labels) with the probe's own predictions over those notes (prediction-powered: "
+                    "unbiased, narrower than the random labels alone); cross_validation: out-of-fold predictions "
+                    "over every label (the queue picks hard notes, so it leans low)")
 
 
 class CurvePoint(BaseModel):

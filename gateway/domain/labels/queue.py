@@ -5,8 +5,6 @@ recorded with its policy, shares and seed."""
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +22,7 @@ from gateway.domain.labels import repo
 from gateway.domain.labels.models import LabelLease
 from gateway.domain.labels.policy import Pick, QueuePolicy, plan_batch
 from gateway.domain.labels.service import concept_or_404
-from gateway.domain.labels.training import scope_words, scoped_rows
+from gateway.domain.labels.training import every_note_rows, scope_words
 
 LEASE = timedelta(minutes=10)
 SEED_HITS = 200  # a seed's ranked hits considered (its best first)
@@ -85,30 +83,6 @@ def _state(app_state: Any, concept_id: int, principal: Principal, seed: QueueSee
                 "words": scope_words(concept.probe, concept.labelling)}
 
 
-_rows_cache: OrderedDict[tuple, sp.csr_matrix] = OrderedDict()
-ROWS_CACHE = 4  # scoped rows of this many (run, words) kept: every note's max over its matching clauses
-_rows_lock = threading.Lock()
-
-
-def every_note_rows(app_state: Any, state: dict[str, Any]) -> sp.csr_matrix:
-    """[docs, n]: what the concept's probe reads for every note (its clauses holding a word, or the note), kept for
-    the next batches (finding the clauses reads every note's text)."""
-    space = state["space"]
-    if not state["words"]:
-        return space.codes.tocsr()
-    key = (state["sae_run_id"], tuple(state["words"]), space.n_docs)
-    with _rows_lock:
-        if key in _rows_cache:
-            _rows_cache.move_to_end(key)
-            return _rows_cache[key]
-    rows = scoped_rows(app_state.factory, state["dataset_id"], space, state["words"], np.arange(space.n_docs))
-    with _rows_lock:
-        _rows_cache[key] = rows
-        while len(_rows_cache) > ROWS_CACHE:
-            _rows_cache.popitem(last=False)
-    return rows
-
-
 def _probability(app_state: Any, state: dict[str, Any]) -> tuple[np.ndarray, sp.csr_matrix] | None:
     """(the current probe's P(positive) for every note, the rows it read) once both classes have labels and a
     probe exists; None before."""
@@ -117,7 +91,8 @@ def _probability(app_state: Any, state: dict[str, Any]) -> tuple[np.ndarray, sp.
     probe, counts = state["probe"], state["counts"]
     if not probe or not (counts["positive"] and counts["negative"]) or probe.get("context"):
         return None
-    rows = every_note_rows(app_state, state)
+    rows = every_note_rows(app_state.factory, state["space"], state["dataset_id"], state["sae_run_id"],
+                           state["words"])
     return probe_probability(probe, rows), rows
 
 

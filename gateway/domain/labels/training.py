@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,14 @@ import scipy.sparse as sp
 from gateway.db import session_scope, utcnow
 from gateway.domain.concepts.baselines import _fit_tfidf
 from gateway.domain.concepts.errors import ConceptInputError
-from gateway.domain.concepts.readout import f1_interval, f1_of, fit_readout
+from gateway.domain.concepts.readout import (
+    Readout,
+    assisted_f1,
+    f1_interval,
+    f1_of,
+    fit_readout,
+    left_out_decisions,
+)
 from gateway.domain.concepts.scope import probe_codes, segment_scope
 from gateway.domain.concepts.texts import texts_at
 from gateway.domain.labels import repo
@@ -52,17 +60,46 @@ def scoped_rows(factory: Any, dataset_id: int, space: Any, words: list[str] | No
     return probe_codes(factory, dataset_id, space, scope, positions)[positions]
 
 
-def estimate(y: np.ndarray, out_of_fold: np.ndarray | None, random: np.ndarray) -> tuple[dict | None, dict | None]:
-    """(what the page shows, cross-validation over every label): F1 of the out-of-fold predictions, on the
-    random-share labels alone when there are MIN_RANDOM_FOR_ESTIMATE of them (the others were chosen where the probe
-    is unsure, so F1 over them leans low), with a bootstrap interval."""
-    if out_of_fold is None:
+_rows_cache: OrderedDict[tuple, sp.csr_matrix] = OrderedDict()
+ROWS_CACHE = 4  # scoped rows of this many (run, words) kept: every note's max over its matching clauses
+_rows_lock = threading.Lock()
+
+
+def every_note_rows(factory: Any, space: Any, dataset_id: int, sae_run_id: int,
+                    words: list[str] | None) -> sp.csr_matrix:
+    """[docs, n]: what a probe with these words reads for every note (its clauses holding a word, or the note),
+    kept for the next calls (finding the clauses reads every note's text)."""
+    if not words:
+        return space.codes.tocsr()
+    key = (sae_run_id, tuple(words), space.n_docs)
+    with _rows_lock:
+        if key in _rows_cache:
+            _rows_cache.move_to_end(key)
+            return _rows_cache[key]
+    rows = scoped_rows(factory, dataset_id, space, words, np.arange(space.n_docs))
+    with _rows_lock:
+        _rows_cache[key] = rows
+        while len(_rows_cache) > ROWS_CACHE:
+            _rows_cache.popitem(last=False)
+    return rows
+
+
+def estimate(y: np.ndarray, fitted: Readout, codes: sp.csr_matrix, random: np.ndarray,
+             pool: sp.csr_matrix | None) -> tuple[dict | None, dict | None]:
+    """(what the page shows, cross-validation over every label). Once the queue's random share holds
+    MIN_RANDOM_FOR_ESTIMATE labels: F1 over the unlabelled notes (`pool`, the rows the probe reads), estimated
+    from those random labels with the pool's own predictions (readout.assisted_f1), each random label read by a
+    model that left it out; before, F1 of the out-of-fold predictions over every label (the queue picks notes
+    where the probe is unsure, so that one leans low)."""
+    if fitted.out_of_fold is None:
         return None, None
-    pred = (out_of_fold > 0).astype(np.int64)
-    cv = {**f1_interval(y, pred), "basis": "cross_validation"}
-    if int(random.sum()) >= MIN_RANDOM_FOR_ESTIMATE:
-        return {**f1_interval(y[random], pred[random]), "basis": "random"}, cv
-    return cv, cv
+    cv = {**f1_interval(y, (fitted.out_of_fold > 0).astype(np.int64)), "basis": "cross_validation"}
+    rows = np.flatnonzero(random)
+    if len(rows) < MIN_RANDOM_FOR_ESTIMATE or pool is None or pool.shape[0] == 0:
+        return cv, cv
+    left_out = left_out_decisions(codes, y, rows, readout=fitted.readout, c=fitted.probe.C)
+    shown = assisted_f1(fitted.probability(pool), y[rows], 1.0 / (1.0 + np.exp(-left_out)))
+    return {**shown, "basis": "random"}, cv
 
 
 def curve_point(codes: sp.csr_matrix, texts: list[str], y: np.ndarray, *, seed: int = 0) -> dict[str, float | None]:
@@ -95,7 +132,8 @@ def _read(app_state: Any, concept_id: int) -> dict[str, Any]:
         texts: dict[int, str] = {}
         for batch, found in texts_at(session, dataset_id=data.dataset.id, positions=np.unique(positions)):
             texts.update(zip(batch.tolist(), found))
-        return {"data": data, "rows": rows, "positions": positions, "texts": [texts[int(p)] for p in positions],
+        return {"data": data, "rows": rows, "positions": positions,
+                "labelled_positions": np.fromiter(repo.labelled_positions(session, concept_id=concept_id), np.int64), "texts": [texts[int(p)] for p in positions],
                 "probe": concept.probe, "labelling": concept.labelling or {},
                 "counts": repo.label_counts(session, concept_id=concept_id)}
 
@@ -147,7 +185,13 @@ def retrain(app_state: Any, concept_id: int) -> dict[str, Any]:
                      "cv_f1": round(fitted.probe.cv_score, 4) if fitted.out_of_fold is not None else None,
                      "threshold": 0.5, "converged": True, "readout": fitted.readout,
                      **({"segment_words": words} if words else {})}
-            labelling["estimate"], labelling["estimate_cv"] = estimate(y, fitted.out_of_fold, random)
+            pool = None
+            if int(random.sum()) >= MIN_RANDOM_FOR_ESTIMATE:  # every note nobody labelled, read as the probe reads
+                every = every_note_rows(app_state.factory, data.space, data.dataset.id, data.run.id, words)
+                unlabelled = np.ones(every.shape[0], dtype=bool)
+                unlabelled[read["labelled_positions"]] = False
+                pool = every[np.flatnonzero(unlabelled)]
+            labelling["estimate"], labelling["estimate_cv"] = estimate(y, fitted, codes, random, pool)
             labelling["readout"], labelling["tried"] = fitted.readout, fitted.tried
             labelling["seconds_fit"] = round(time.perf_counter() - start, 4)
             labelling["curve"] = _curve(read["labelling"].get("curve", []), codes, read["texts"], y, pairs)
