@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from contracts.artifacts import ArtifactInfo
+from contracts.packed import PackedArray
 
 #: 'mean': over each chunk's tokens with its special tokens, padding excluded: what
 #: sentence-transformers does and the model was trained with (a short text then matches the
@@ -255,3 +256,39 @@ class EmbeddingImportResult(BaseModel):
         default=0, description="Documents the segments file had no segment for: each got one spanning its "
         "whole text with the document's own vector (as the embedder does for a text without a sentence).",
     )
+
+
+class PassageRequest(BaseModel):
+    """`POST /passages`: texts embedded now as an embedding run embeds its documents (its model, prompt,
+    precision, pooling, chunk-and-average, and its segments), so that a note sent as text meets the run's
+    stored vectors exactly (classify, encode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    texts: list[str] = Field(min_length=1, description="The documents' texts, in order.")
+    spec: EmbeddingRunSpec = Field(description="The run's spec as it recorded it.")
+    documents: bool = Field(default=True, description="Also the documents' own vectors (an SAE whose document "
+                            "codes are the max over segments does not read them).")
+
+
+class PassageSegments(BaseModel):
+    """Every segment of the texts, in text order then document order (as a run's segment shard)."""
+
+    doc: PackedArray = Field(description="int64 [S]: the text each segment belongs to, non-decreasing.")
+    start: PackedArray = Field(description="int32 [S]: character offset where the segment starts.")
+    end: PackedArray = Field(description="int32 [S]: one past its last character.")
+    vectors: PackedArray = Field(description="float16 [S, d]: as a run's segment shard stores them.")
+
+
+class PassageResponse(BaseModel):
+    """What the texts became, and what made them (to check against what the run recorded)."""
+
+    model_name: str = Field(description="The model's own name ('default' resolved).")
+    precision: str = Field(description="Dtype the model ran in (fp32, bf16, fp16, int8).")
+    engine: str = Field(description="'torch', or 'ctranslate2' for int8 on CPU.")
+    prompt: str | None = Field(default=None, description="The prompt text before every chunk ('passage: ').")
+    provenance: dict | None = Field(default=None, description="The shipped model's provenance (its file's SHA-256).")
+    dim: int = Field(description="Vector dimension d.")
+    documents: PackedArray | None = Field(default=None, description="float32 [texts, d], as a run's embeddings "
+                                          "shard stores them; None unless asked.")
+    segments: PassageSegments | None = Field(default=None, description="None unless the spec has segments.")

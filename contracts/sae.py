@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contracts.artifacts import ArtifactInfo
+from contracts.packed import PackedArray
 
 
 class SaeConfig(BaseModel):
@@ -349,6 +350,24 @@ class EncodeResponse(BaseModel):
     features: list[list[FeatureActivation]] = Field(
         description="Per vector, its non-zero top-k latents, strongest first.",
     )
+
+
+class CodesRequest(BaseModel):
+    """`POST /codes`: vectors through a stored SAE exactly as a run encodes its documents (encode_all)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vectors: PackedArray = Field(description="float32 or float16 [m, d] (float16: a run's segment vectors).")
+    sae_uri: str = Field(min_length=1, description="URI of the SAE's folder (holding cfg.json).")
+
+
+class CodesResponse(BaseModel):
+    """The codes as CSR arrays: row i's features are indices[indptr[i]:indptr[i + 1]] (ascending)."""
+
+    n_features: int = Field(description="The SAE's latents n.")
+    indptr: PackedArray = Field(description="int64 [m + 1].")
+    indices: PackedArray = Field(description="int32 [nnz].")
+    data: PackedArray = Field(description="float32 [nnz]: activations, all > 0.")
 
 
 class FeatureFamily(BaseModel):

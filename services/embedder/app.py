@@ -1,4 +1,4 @@
-"""The embedder's HTTP API: GET /health, POST /embed, GET /models/default. HTTP only."""
+"""The embedder's HTTP API: GET /health, POST /embed, POST /passages, GET /models/default. HTTP only."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from contracts.embed import EmbedRequest, EmbedResponse, ModelInfo
+from contracts.embed import EmbedRequest, EmbedResponse, ModelInfo, PassageRequest, PassageResponse
 from contracts.service_security import NO_DOCS, authorized
 from services.embedder.config import EmbedderSettings, get_settings
 from services.embedder.encoder import configure_threads
 from services.embedder.errors import EmbedderInputError, ModelFileError, RequestTooLargeError, UnknownModelError
 from services.embedder.models import ModelCache
+from services.embedder.passages import embed_passages
 from services.embedder.queries import embed_query, model_info
 
 def require_token(request: Request) -> None:
@@ -54,6 +55,10 @@ def create_app(settings: EmbedderSettings | None = None, *, models: ModelCache |
     @app.post("/embed", response_model=EmbedResponse, dependencies=protected)
     def embed(body: EmbedRequest, models: ModelsDep, cfg: SettingsDep) -> EmbedResponse:
         return embed_query(models, body, cfg)
+
+    @app.post("/passages", response_model=PassageResponse, dependencies=protected)
+    def passages(body: PassageRequest, models: ModelsDep, cfg: SettingsDep) -> PassageResponse:
+        return embed_passages(models, body, cfg)
 
     @app.get("/models/default", response_model=ModelInfo, dependencies=protected)
     def default_model(models: ModelsDep) -> ModelInfo:

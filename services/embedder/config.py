@@ -41,6 +41,8 @@ class EmbedderSettings(ServiceSettings):
                                description="Loaded models kept in memory; the least recently used goes first.")
     max_texts: int = Field(default=256, ge=1, description="Texts per POST /embed request.")
     max_chars: int = Field(default=100_000, ge=1, description="Characters per text in POST /embed.")
+    max_passage_chars: int = Field(default=10 * 2**20, ge=1, description="Characters per text in POST /passages: "
+                                   "a note as long as an upload takes (10 MiB of UTF-8 is at most this many).")
     batch_tokens: int | None = Field(
         default=None, ge=16,
         description="Padded tokens per forward batch; None: 8192 on CPU (larger batches gain nothing "

@@ -1,4 +1,4 @@
-"""SAE service HTTP app: `GET /health`, `POST /encode`. HTTP only: parse, call the core, answer."""
+"""SAE service HTTP app: `GET /health`, `POST /encode`, `POST /codes`. HTTP only: parse, call the core, answer."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Request
 
 from artifacts import ArtifactStore
-from contracts.sae import EncodeRequest, EncodeResponse
+from contracts.packed import PackedArray
+from contracts.sae import CodesRequest, CodesResponse, EncodeRequest, EncodeResponse
 from contracts.service_security import NO_DOCS, authorized
 from services.sae.config import SaeSettings, get_settings
-from services.sae.encoding import encode_vectors
+from services.sae.encoding import encode_all, encode_vectors
 from services.sae.io import load_sae
 from services.sae.model import TopKSae
 
@@ -51,18 +52,35 @@ def create_app(settings: SaeSettings | None = None) -> FastAPI:
     def encode(body: EncodeRequest, request: Request) -> EncodeResponse:
         if len(body.vectors) > settings.max_vectors:
             raise HTTPException(422, f"vectors: at most {settings.max_vectors} per request")
-        try:
-            sae = request.app.state.saes.get(body.sae_uri)
-        except ValueError as exc:
-            raise HTTPException(422, f"sae_uri: {exc}") from exc
-        except FileNotFoundError as exc:
-            raise HTTPException(404, f"sae_uri: no SAE at {body.sae_uri}") from exc
+        sae = _sae(request, body.sae_uri)
         vectors = np.asarray(body.vectors, dtype=np.float32) if _rectangular(body.vectors) else None
         if vectors is None or vectors.shape[1] != sae.d or not np.isfinite(vectors).all():
             raise HTTPException(422, f"vectors: need finite vectors of dimension {sae.d}")
         return EncodeResponse(features=encode_vectors(sae, vectors))
 
+    @app.post("/codes", response_model=CodesResponse, dependencies=[Depends(require_token)])
+    def codes(body: CodesRequest, request: Request) -> CodesResponse:
+        if body.vectors.shape[0] > settings.max_code_vectors:
+            raise HTTPException(422, f"vectors: at most {settings.max_code_vectors} per request")
+        sae = _sae(request, body.sae_uri)
+        vectors = body.vectors.array()
+        if vectors.ndim != 2 or vectors.shape[1] != sae.d or not np.isfinite(vectors).all():
+            raise HTTPException(422, f"vectors: need finite vectors of dimension {sae.d}")
+        found = encode_all(sae, vectors.astype(np.float32))  # what a run's pipeline calls on its vectors
+        return CodesResponse(n_features=sae.num_latents, indptr=PackedArray.of(found.indptr.astype(np.int64)),
+                             indices=PackedArray.of(found.indices.astype(np.int32)),
+                             data=PackedArray.of(found.data.astype(np.float32)))
+
     return app
+
+
+def _sae(request: Request, uri: str) -> TopKSae:
+    try:
+        return request.app.state.saes.get(uri)
+    except ValueError as exc:
+        raise HTTPException(422, f"sae_uri: {exc}") from exc
+    except FileNotFoundError as exc:
+        raise HTTPException(404, f"sae_uri: no SAE at {uri}") from exc
 
 
 def _rectangular(rows: list[list[float]]) -> bool:

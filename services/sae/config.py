@@ -16,6 +16,8 @@ class SaeSettings(ServiceSettings):
     service_token: SecretStr | None = service_token_field("PRISMA_SAE_")
     artifact_root: str = artifact_root_field("PRISMA_SAE_")
     max_vectors: int = Field(default=1024, ge=1, description="Vectors per POST /encode request.")
+    max_code_vectors: int = Field(default=65536, ge=1, description="Vectors per POST /codes request (packed: "
+                                  "a batch of notes' clauses, 100 MB of float32 at d = 384).")
     cached_saes: int = Field(
         default=4, ge=1,
         description="SAEs kept loaded by the HTTP app (n × d × 2 floats each: 9 MB for MiniLM × 8).",

@@ -82,6 +82,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/api/v1/concepts/{concept_id}/evaluate"): WRITE_IN_PROJECT,
     ("POST", "/api/v1/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
     ("GET", "/api/v1/concepts/{concept_id}/export.csv"): READ_IN_PROJECT,
+    ("POST", "/api/v1/concepts/{concept_id}/classify"): READ_BY_POST,  # texts sent now: reads, audited
     # labels: a labeller writes them too (tests/concepts/test_labels_api.py); the fixture's note has none
     ("GET", "/api/v1/concepts/{concept_id}/labels"): READ_IN_PROJECT,
     ("GET", "/api/v1/concepts/{concept_id}/labels/export"): READ_IN_PROJECT,

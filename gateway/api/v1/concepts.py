@@ -1,5 +1,5 @@
 """/api/v1/concepts: saved expressions and sparse probes, their held-out metrics, applying them to
-the whole dataset (a job), the matches as a streamed CSV, and deleting them."""
+the whole dataset (a job), the matches as a streamed CSV, classifying texts sent now, and deleting them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from contracts.catalog import ErrorOut
+from contracts.classify import ClassifyOut, ClassifyRequest
 from contracts.concepts import ConceptCreate, ConceptList, ConceptMetrics, ConceptOut, EvaluateRequest
 from contracts.jobs import JobOut
 from gateway.db import session_scope
@@ -16,6 +17,7 @@ from gateway.deps import CurrentKey, RequestId, SessionDep, StoreDep
 from gateway.domain.auth import trail
 from gateway.domain.concepts import repo
 from gateway.domain.concepts.apply import start_apply
+from gateway.domain.concepts.classify import classify_texts
 from gateway.domain.concepts.describe import concept_out, concept_summary
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.export import plan_export, stream_csv
@@ -76,6 +78,15 @@ async def apply(concept_id: int, request: Request, principal: CurrentKey, rid: R
     """Score every document of the dataset (a resumable job: follow it at /api/v1/jobs/{id});
     then GET .../export.csv."""
     return await start_apply(request.app.state, concept_id, principal, rid)
+
+
+@router.post("/{concept_id}/classify", response_model=ClassifyOut, responses={**ERRORS, 413: {"model": ErrorOut}})
+async def classify(concept_id: int, body: ClassifyRequest, request: Request, session: SessionDep,
+                   _: CurrentKey) -> ClassifyOut:
+    """Each text's decision, score and threshold, and the features that carried it (with the clause each fired
+    on), computed as the concept's apply job scores a stored note: a stored note sent as text gets the score
+    apply gave it. Reads only (a viewer may); audited by count, never a text."""
+    return await classify_texts(request.app.state, session, concept_id, body.texts)
 
 
 @router.get("/{concept_id}/export.csv", response_class=StreamingResponse, responses={
