@@ -1,5 +1,5 @@
-"""A note as the labelling page shows it: its whole text, the segments where the features that drive the probe fire
-marked with those features' names. The probe's carriers once it is trained; before, the features its seed
+"""A note as the labelling page shows it: its whole text, the segment where each feature that drives the probe is
+strongest marked with that feature's name. The probe's carriers once it is trained; before, the features its seed
 expression reads. The note is read through `service.document_features` (audited there, as the document page's)."""
 
 from __future__ import annotations
@@ -73,11 +73,27 @@ def driving_features(session: Session, store: Any, concept: Concept) -> Drive:
     return Drive("none", frozenset())
 
 
+def strongest_segments(found: DocumentFeatures, drive: Drive) -> dict[int, list[ReadFeature]]:
+    """Segment index → the driving features whose strongest segment in the note it is: a note's codes are the max
+    over its segments, so that segment alone is what the probe (or the seed's label:"…") reads of the feature."""
+    best: dict[int, tuple[float, int, ReadFeature]] = {}
+    for segment in found.segments or []:
+        for f in segment.features:
+            if f.index in drive.features and f.activation > best.get(f.index, (0.0, -1, f))[0]:
+                best[f.index] = (f.activation, segment.index, f)
+    marked: dict[int, list[ReadFeature]] = {}
+    for _, segment_index, f in sorted(best.values(), key=lambda b: -b[0]):
+        marked.setdefault(segment_index, []).append(f)
+    return marked
+
+
 def note_pieces(found: DocumentFeatures, drive: Drive) -> list[Piece]:
-    """The text (its first TEXT_CHARS) cut at its segments; a segment where a driving feature fires carries them."""
+    """The text (its first TEXT_CHARS) cut at its segments; a segment where a driving feature is strongest carries
+    it."""
     text = found.text[:TEXT_CHARS]
     if not found.segments:
         return [Piece(text, [])]
+    marked = strongest_segments(found, drive)
     pieces, cursor = [], 0
     for segment in sorted(found.segments, key=lambda s: s.start):
         start, end = max(segment.start, cursor), min(segment.end, len(text))
@@ -85,7 +101,7 @@ def note_pieces(found: DocumentFeatures, drive: Drive) -> list[Piece]:
             continue
         if start > cursor:
             pieces.append(Piece(text[cursor:start], []))
-        pieces.append(Piece(text[start:end], [f for f in segment.features if f.index in drive.features]))
+        pieces.append(Piece(text[start:end], marked.get(segment.index, [])))
         cursor = end
     if cursor < len(text):
         pieces.append(Piece(text[cursor:], []))

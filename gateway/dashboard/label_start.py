@@ -66,7 +66,7 @@ async def label_these(request: Request, run_id: int, principal: CurrentUser, rid
                                              seed.model_dump(mode="json", exclude_none=True))
         if concept_id is None:
             body = ConceptCreate(sae_run_id=run_id, name=name.strip(), kind="probe", seed=seed,
-                                 description=f"Labelled note by note from the search {q.strip()[:300]!r}.")
+                                 description=f"Labelled note by note from the search “{q.strip()[:300]}”.")
             concept_id = await create_concept(state, body, principal, rid)
     except ConceptInputError as exc:
         return flash(request, exc.message, exc.status_code)
