@@ -23,7 +23,7 @@ class ClassifyRequest(TextsIn):
     """Texts to classify with a concept."""
 
 
-class EncodeRequest(TextsIn):
+class EncodeTextsRequest(TextsIn):
     """Texts to encode with an SAE run."""
 
     top: int = Field(default=10, ge=1, le=256, description="Features listed per text and per segment, strongest first.")

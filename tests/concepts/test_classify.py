@@ -19,6 +19,7 @@ from gateway.domain.concepts.apply import _scorer
 from gateway.domain.concepts.scope import probe_codes, segment_scope
 from gateway.domain.concepts.service import get_or_404, reads_context, run_data
 from gateway.domain.runs.models import EmbeddingRun, SaeRun
+from gateway.search.space import load_search_space
 from tests.gateway.polling import wait_done
 from tests.gateway.shared_runs import SMALL
 
@@ -97,6 +98,27 @@ async def check_equal_to_apply(client, auth, app, concept_id: int, texts: list[s
     return body
 
 
+async def check_encode_on_segments(client, auth, app, run_id: int, texts: list[str]) -> None:  # noqa: ANN001
+    """POST /sae-runs/{id}/encode on the run with segments: each note's codes and each clause's are the stored ones."""
+    resp = await client.post(f"/api/v1/sae-runs/{run_id}/encode", headers=auth, json={"texts": texts, "top": 256})
+    assert resp.status_code == 200, resp.text
+    with session_scope(app.state.factory) as session:
+        space = load_search_space(session, app.state.store, session.get(SaeRun, run_id))
+        codes, segments = space.codes.tocsr(), space.segment_codes()
+    rows = segments.codes.tocsr()
+    for i, item in enumerate(resp.json()["items"]):
+        stored = dict(zip(codes[i].indices.tolist(), codes[i].data.tolist()))  # the max over its clauses: many
+        assert item["n_active"] == len(stored) and len(item["features"]) == min(256, len(stored))
+        assert all(abs(stored[f["index"]] - f["activation"]) <= TOLERANCE for f in item["features"])
+        assert item["features"][-1]["activation"] >= sorted(stored.values())[-len(item["features"])] - TOLERANCE
+        mine = np.flatnonzero(segments.doc == i)
+        assert [(s["start"], s["end"]) for s in item["segments"]] == [tuple(segments.spans[r]) for r in mine]
+        for s, r in zip(item["segments"], mine):
+            got = {f["index"]: f["activation"] for f in s["features"]}
+            assert sorted(got) == sorted(rows[r].indices.tolist())
+            assert all(abs(got[int(f)] - a) <= TOLERANCE for f, a in zip(rows[r].indices, rows[r].data))
+
+
 async def test_a_stored_note_sent_as_text_gets_the_score_apply_gave_it(app, client, auth) -> None:  # noqa: ANN001
     run_id, texts = await segmented_run(client, auth)
     examples = {"labels": {"positive": CHEST}}
@@ -129,6 +151,8 @@ async def test_a_stored_note_sent_as_text_gets_the_score_apply_gave_it(app, clie
         for e in item["evidence"]:
             if e["read_on"] == "scope":  # fired on a clause that names the topic
                 assert e["segment"] in item["scope"]
+
+    await check_encode_on_segments(client, auth, app, run_id, texts)
 
     # audited as reads: who, which concept, how many texts; never a text
     with session_scope(app.state.factory) as session:

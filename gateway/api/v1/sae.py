@@ -1,4 +1,4 @@
-"""/api/v1/sae-runs: train SAEs (one or a sweep), their metrics, features, neighbours, families."""
+"""/api/v1/sae-runs: train SAEs (one or a sweep), their metrics, features, neighbours, families; texts encoded."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from contracts.catalog import ErrorOut
+from contracts.classify import EncodeOut, EncodeTextsRequest
 from contracts.jobs import JobOut
 from contracts.runs import (
     FamilyMemberOut, FamilyOut, FamilyPage, FeatureDetail, FeatureOut, FeaturePage, InterpretationOut, Neighbour, SaeRunCreate,
@@ -19,6 +20,7 @@ from gateway.domain.features import repo as feature_repo
 from gateway.domain.features.names import SHARED_NAME
 from gateway.domain.runs import repo
 from gateway.domain.runs.models import SaeRun
+from gateway.domain.runs.encode import encode_run_texts
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.sae import create_sae_runs
 from gateway.domain.runs.sae_import import import_sae_run
@@ -211,3 +213,13 @@ def families_out(session, fams) -> list[FamilyOut]:  # noqa: ANN001
                            for m in members[f.id]])
         for f in fams
     ]
+
+
+@router.post("/{run_id}/encode", response_model=EncodeOut,
+             responses={**NOT_FOUND, 409: {"model": ErrorOut}, 413: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+async def encode_texts(run_id: int, body: EncodeTextsRequest, request: Request, session: SessionDep,
+                       _: CurrentKey) -> EncodeOut:
+    """Each text encoded as the run encodes a stored note (as a passage, with its segments where the run has
+    segment codes): its strongest features, named, and each segment's. Reads only (a viewer may); audited by
+    count, never a text."""
+    return await encode_run_texts(request.app.state, session, run_id, body)
