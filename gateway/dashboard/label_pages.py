@@ -28,7 +28,8 @@ from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.labels import repo as label_repo
 from gateway.domain.labels import service as label_service
 from gateway.domain.labels.queue import next_batch
-from gateway.domain.labels.training import MIN_RANDOM_FOR_ESTIMATE, RETRAIN_EVERY, concept_lock, retrain
+from gateway.domain.labels.training import (MIN_RANDOM_FOR_ESTIMATE, RETRAIN_EVERY, concept_lock, retrain_due,
+                                            retrain_when_due)
 from gateway.domain.runs import repo as run_repo
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_login)])
@@ -47,25 +48,6 @@ def optional_float(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
-
-
-def retrain_due(concept: Concept, counts: dict[str, int]) -> bool:
-    """RETRAIN_EVERY labels of both classes since the last training (the API's rule for its own answers)."""
-    trained = ((concept.labelling or {}).get("trained_on") or {}).get("count", 0)
-    return (concept.kind == "probe" and counts["positive"] > 0 and counts["negative"] > 0
-            and counts["positive"] + counts["negative"] - trained >= RETRAIN_EVERY)
-
-
-def retrain_when_due(state: Any, concept_id: int) -> None:
-    """Blocking, after an answer's response: wait for a retraining under way, then retrain if one is still due.
-    (Skipping while one runs would leave the labels given meanwhile untrained until the next answer.)"""
-    with concept_lock(concept_id):
-        pass
-    with session_scope(state.factory) as session:
-        concept = session.get(Concept, concept_id)
-        if concept is None or not retrain_due(concept, label_repo.label_counts(session, concept_id=concept_id)):
-            return
-    retrain(state, concept_id)
 
 
 def status_context(session: Session, concept: Concept, polls: int = 0) -> dict[str, Any]:

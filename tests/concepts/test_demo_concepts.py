@@ -10,7 +10,7 @@ import pytest
 from gateway.db import session_scope
 from gateway.domain.auth.service import Principal
 from gateway.demo.corpus import generate_notes
-from gateway.domain.concepts.demo import CUES_REGEX, EXPRESSION_NAME, PROBE_NAME, create_demo_concepts
+from gateway.domain.concepts.demo import CUES_REGEX, EXPRESSION_NAME, LABELLING_NAME, PROBE_NAME, create_demo_concepts
 from gateway.domain.concepts.examples import labelled_documents
 from gateway.domain.concepts.service import run_data
 
@@ -20,9 +20,11 @@ pytestmark = pytest.mark.anyio
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_demo_concepts_on_a_run_with_the_demo_labels(app, client, auth, labelled_run) -> None:  # noqa: ANN001
     ids = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
-    probe, expr = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
+    probe, expr, labelling = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
     assert (probe["name"], probe["kind"], expr["name"], expr["kind"]) == (PROBE_NAME, "probe", EXPRESSION_NAME,
                                                                         "expression")
+    assert (labelling["name"], labelling["kind"], labelling["probe"]) == (LABELLING_NAME, "probe", None)
+    assert labelling["seed"]["expression"] == 'label:"bronchiolite"' and labelling["labelling"]["segment_words"] is None
     # the label search finds "bronchiolite" (F0, every bronchiolitis note) for `bronchiolit` and "sospetto" (F1,
     # the suspected ones) for `sospett`: the query writes itself, by name (a run without segments: no SEGMENT)
     assert expr["expression"] == '(label:"bronchiolite") AND NOT (label:"sospetto")'
@@ -35,7 +37,7 @@ async def test_demo_concepts_on_a_run_with_the_demo_labels(app, client, auth, la
         assert concept["baselines"]["words_regex"]["pattern"] == CUES_REGEX
     again = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
     assert again == ids
-    assert (await client.get("/api/v1/concepts", headers=auth)).json()["total"] == 2
+    assert (await client.get("/api/v1/concepts", headers=auth)).json()["total"] == 3
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -59,7 +61,7 @@ async def test_the_expression_s_features_are_chosen_on_the_training_split(app, c
 
     monkeypatch.setattr(demo, "demo_expression", recording)
     ids = await create_demo_concepts(app.state, labelled_run.run_id, Principal(None, "demo"))
-    probe, expr = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
+    probe, expr, _ = [(await client.get(f"/api/v1/concepts/{i}", headers=auth)).json() for i in ids]
     assert expr["expression"] == 'label:"bronchiolite" > 0 AND NOT label:"sospetto" > 0'
     assert expr["description"] == demo.PICKED
     with session_scope(app.state.factory) as session:  # the probe's split: the notes it trained on

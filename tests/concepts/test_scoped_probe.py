@@ -168,6 +168,7 @@ async def test_the_demo_s_scoped_probe_carries_its_words_baseline(app, client, a
     segments = by_name[SCOPED_NAME]["baselines"]["tfidf_lr_segments"]
     assert segments["segment_words"] == SCOPE_WORDS and segments["f1"] == 1.0  # the clause says its status
     assert all(by_name[n]["baselines"]["tfidf_lr_segments"] is None for n in (PROBE_NAME, EXPRESSION_NAME))
+    assert by_name[LABELLING_NAME]["labelling"]["segment_words"] == SCOPE_WORDS  # labelled on the same clauses
     # written from the label search, within one clause: the topic's clause without its hedge
     expression = by_name[EXPRESSION_NAME]
     assert expression["expression"] == 'SEGMENT((label:"bronchiolite") AND NOT (label:"sospetto"))'

@@ -31,7 +31,7 @@ from gateway.domain.concepts.describe import labelling_out
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.labels import repo, service
 from gateway.domain.labels.queue import next_batch
-from gateway.domain.labels.training import RETRAIN_EVERY, concept_lock, retrain
+from gateway.domain.labels.training import retrain, retrain_due, retrain_when_due
 
 router = APIRouter(prefix="/concepts/{concept_id}", tags=["labels"])
 ERRORS = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -114,26 +114,16 @@ def get_label(concept_id: int, document_id: int, session: SessionDep, _: Current
     return LabelDetail(**label_out(row, doc.external_id).model_dump(), history=events)
 
 
-def _maybe_retrain(request: Request, session, concept_id: int, background: BackgroundTasks) -> None:
-    """After every RETRAIN_EVERY labels of both classes since the last training: retrain, after the response."""
-    concept = service.concept_or_404(session, concept_id)
-    counts = repo.label_counts(session, concept_id=concept_id)
-    trained = ((concept.labelling or {}).get("trained_on") or {}).get("count", 0)
-    if (concept.kind == "probe" and counts["positive"] and counts["negative"]
-            and counts["positive"] + counts["negative"] - trained >= RETRAIN_EVERY
-            and not concept_lock(concept_id).locked()):
-        background.add_task(asyncio.to_thread, retrain, request.app.state, concept_id)
-
-
 @router.put("/labels/{document_id}", response_model=LabelOut, responses=ERRORS)
 def put_label(concept_id: int, document_id: int, body: LabelPut, request: Request, session: SessionDep,
               principal: CurrentKey, background: BackgroundTasks) -> LabelOut:
     """Set the note's label (positive, negative, skip: read, never trained on). With the queue's `lease_id`, the
     lease is answered (an expired or foreign one is a 409). Two labellers on one note: the last write wins."""
     row = service.set_label(session, principal, concept_id, document_id, body.label, lease_id=body.lease_id)
-    out = label_out(row)
-    _maybe_retrain(request, session, concept_id, background)
-    return out
+    concept = service.concept_or_404(session, concept_id)
+    if retrain_due(concept, repo.label_counts(session, concept_id=concept_id)):  # after the response is sent
+        background.add_task(asyncio.to_thread, retrain_when_due, request.app.state, concept_id)
+    return label_out(row)
 
 
 @router.delete("/labels/{document_id}", status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)

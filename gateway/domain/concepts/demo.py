@@ -130,13 +130,14 @@ def _plan(state: Any, sae_run_id: int) -> str:
     return demo_expression(data.space, bronchiolitis, confirmed, suspected)
 
 
-async def create_labelling_concept(state: Any, sae_run_id: int, principal: Principal) -> int:
+async def create_labelling_concept(state: Any, sae_run_id: int, principal: Principal, *, scoped: bool = False) -> int:
     """The concept to label note by note: a probe with no labels yet, its queue seeded by LABELLING_SEED (or, where
-    the run has no feature of that name, by the word as a text query)."""
+    the run has no feature of that name, by the word as a text query); with `scoped` (a run with segment codes),
+    it reads the clauses that name bronchiolitis, as the scoped probe does: a note holds several conditions."""
     description = ("Label notes one by one: a confirmed bronchiolitis is positive, a suspected, ruled-out or past "
                    "one negative. The probe retrains on the labels as they come.")
     body = ConceptCreate(sae_run_id=sae_run_id, name=LABELLING_NAME, kind="probe", description=description,
-                         seed=QueueSeed(expression=LABELLING_SEED))
+                         seed=QueueSeed(expression=LABELLING_SEED), segment_words=SCOPE_WORDS if scoped else None)
     try:
         return await create_concept(state, body, principal, None)
     except ConceptInputError as exc:
@@ -174,5 +175,5 @@ async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal
                                          "finds the mention, the features read its status.")
         ids[SCOPED_NAME] = await create_concept(state, body, principal, None)
     if LABELLING_NAME not in ids:
-        ids[LABELLING_NAME] = await create_labelling_concept(state, sae_run_id, principal)
+        ids[LABELLING_NAME] = await create_labelling_concept(state, sae_run_id, principal, scoped=has_segments)
     return [ids[n] for n in names if n in ids]

@@ -202,6 +202,25 @@ def retrain(app_state: Any, concept_id: int) -> dict[str, Any]:
         return labelling
 
 
+def retrain_due(concept: Any, counts: dict[str, int]) -> bool:
+    """RETRAIN_EVERY labels of both classes since the last training (a probe only)."""
+    trained = ((concept.labelling or {}).get("trained_on") or {}).get("count") or 0
+    return (concept.kind == "probe" and counts["positive"] > 0 and counts["negative"] > 0
+            and counts["positive"] + counts["negative"] - trained >= RETRAIN_EVERY)
+
+
+def retrain_when_due(app_state: Any, concept_id: int) -> None:
+    """Blocking, after an answer's response: wait for a retraining under way, then retrain if one is still due
+    (skipping while one runs would leave the labels given meanwhile untrained until the next answer)."""
+    with concept_lock(concept_id):
+        pass
+    with session_scope(app_state.factory) as session:
+        concept = concept_or_404(session, concept_id)
+        if not retrain_due(concept, repo.label_counts(session, concept_id=concept_id)):
+            return
+    retrain(app_state, concept_id)
+
+
 def _write(app_state: Any, concept_id: int, probe: dict | None, labelling: dict[str, Any]) -> None:
     with session_scope(app_state.factory) as session:
         concept = concept_or_404(session, concept_id)
