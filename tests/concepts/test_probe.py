@@ -184,3 +184,29 @@ def test_f1_difference_tells_a_real_lead_from_noise():
     one_error = y.copy()
     one_error[np.flatnonzero(y)[0]] = 0  # a single miss: not more than the noise of 500 documents
     assert not f1_difference(y, one_error, y)["distinguishable"]
+
+
+def test_the_probe_s_strength_and_weights_never_read_the_held_out_split() -> None:
+    """Scrambling the held-out notes' codes changes the held-out figures and nothing the probe learned: its C is
+    chosen by cross-validation on the training split alone (a leak of the held-out rows into the choice of C, or
+    into the fit, fails this)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from contracts.concepts import Examples
+    from gateway.domain.concepts.examples import Labelled
+    from gateway.domain.concepts.service import train_probe
+    from tests.concepts.conftest import known_codes
+
+    codes, labels = known_codes()
+    y = np.array([lab == "bronchiolitis:confirmed" for lab in labels], dtype=np.int8)
+    labelled = Labelled(np.arange(len(y), dtype=np.int64), y, 0)
+    examples = Examples(documents={"positive": [1], "negative": [2]})  # only the split's fraction and seed are read
+    probe, metrics = train_probe(codes, labelled, examples)
+    test = labelled.split(examples).test
+    dense = codes.toarray()
+    dense[test] = np.random.default_rng(1).permutation(dense[test].ravel()).reshape(dense[test].shape)
+    probe_scrambled, metrics_scrambled = train_probe(sp.csr_matrix(dense), labelled, examples)
+    assert probe_scrambled["C"] == probe["C"] and probe_scrambled["weights"] == probe["weights"]
+    assert probe_scrambled["intercept"] == probe["intercept"] and probe_scrambled["cv_f1"] == probe["cv_f1"]
+    assert metrics_scrambled["f1"] != metrics["f1"]  # what is scored on the held-out split did change
