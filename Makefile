@@ -123,6 +123,11 @@ screenshots: install chromium
 demo: install
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PRISMA_LOG_JSON=false $(BIN)/prisma demo
 
+# ruff over the whole tree (settings in pyproject.toml), run by uv from its own venv, like `make lock`.
+RUFF_VERSION ?= 0.17.5
+lint: | $(LOCK_TOOLS)/bin/uv
+	$(LOCK_TOOLS)/bin/uv tool run --quiet --from "ruff==$(RUFF_VERSION)" ruff check .
+
 bench: install
 	$(BIN)/python bench/embed.py && $(BIN)/python bench/sae.py
 

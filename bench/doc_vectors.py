@@ -32,6 +32,7 @@ this file's text-search figures are of the document vectors alone.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -179,6 +180,7 @@ def abstracts() -> dict:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     t0 = time.perf_counter()

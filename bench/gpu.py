@@ -154,7 +154,7 @@ def bench_embedding(sets: dict[str, list[str]], repeats: int, device: torch.devi
     out = {"precision_auto": str(half).removeprefix("torch."), "batch_tokens": default_batch_tokens(device),
            "st_max_seq_length": st["fp32"].max_seq_length, "prompt": prompt,
            "tokens_per_s_combined": {k: combined(k) for k in systems}, "ratios": ratios, "results": results}
-    del st
+    st.clear()
     return out, models
 
 

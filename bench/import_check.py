@@ -3,6 +3,7 @@ machine's image lacks packages; one run should name every missing one, not the f
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import pkgutil
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+argparse.ArgumentParser(description=__doc__).parse_args()
 PACKAGES = ("contracts", "artifacts", "services", "gateway")
 failed: dict[str, str] = {}
 for package in PACKAGES:

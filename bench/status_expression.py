@@ -48,7 +48,7 @@ def name_on_segments(ds: Any, seg: Any, segment_codes: Any) -> tuple[Names, dict
     per name across them; (names, timing and counts)."""
     import torch
     from interpret import label_embedder
-    from status import MODEL_NAME
+    from status_core import MODEL_NAME
 
     threads = torch.get_num_threads()  # label_embedder sets torch's threads to 1 for the process: given back below
     try:
@@ -159,7 +159,7 @@ def user_expression(names: Names, topic: tuple[str, ...], cues: tuple[str, ...],
 
 
 def run_expression(ds: Any, split: Any, seg: Any, pooled: Any, out: dict) -> dict | None:
-    from status import stage
+    from status_core import stage
 
     with stage(out, "name_segments"):
         names, out["naming"] = name_on_segments(ds, seg, pooled.segments)
@@ -175,7 +175,7 @@ def score_expression(ds: Any, split: Any, seg: Any, segment_codes: Any, document
                      labels: dict[int, str], expression: str) -> dict:
     """The expression evaluated by Prisma's evaluator over these codes (SEGMENT(…) on `seg`'s rows), scored on
     the held-out rows; with `Names`, label:"…" reads their thresholds and reliability as a run's search does."""
-    from status import PREDICTED
+    from status_core import PREDICTED
 
     from gateway.domain.concepts.probe import binary_metrics
     from gateway.search.expressions import SearchSpace, SegmentCodes, evaluate

@@ -15,7 +15,7 @@ def token_states(ds: Any, seg: Any) -> tuple[np.ndarray, np.ndarray, float]:
     from services.embedder.chunking import chunk_token_windows, pack_batches
     from services.embedder.encoder import build_batch, tokenize_texts
 
-    from status import CACHE, _cache_key, _model
+    from status_core import CACHE, _cache_key, _model
 
     path = CACHE / f"status-{ds.name}-tokens-{_cache_key(ds)}.npz"
     if path.exists():
@@ -48,7 +48,7 @@ def token_codes(x: np.ndarray, owner: np.ndarray, seg: Any, split: Any, n_docs: 
     training rows' tokens, its FVU on at most 50,000 held-out ones) and (its description, codes
     max-pooled to segments [S, n], then to documents [n_docs, n])."""
     from services.sae.encoding import encode_all, max_pool_rows
-    from status import train_sae
+    from status_core import train_sae
 
     in_train = np.isin(seg.position[owner], split.train)
     hold = np.flatnonzero(~in_train)
@@ -59,7 +59,7 @@ def token_codes(x: np.ndarray, owner: np.ndarray, seg: Any, split: Any, n_docs: 
 
 
 def run_tokens(ds: Any, split: Any, seg: Any, out: dict) -> dict:
-    from status import run_probe, stage
+    from status_core import run_probe, stage
 
     with stage(out, "embed_tokens"):
         x16, owner, seconds = token_states(ds, seg)

@@ -31,6 +31,7 @@ near: the worst case, every document scored).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import os
@@ -187,6 +188,9 @@ def scale(n_docs: int = 200_000, per_doc: int = 35, n_distinct: int = 500_000, d
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", action="store_true", help="the search at scale only (see above)")
+    parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     if "--scale" in sys.argv:

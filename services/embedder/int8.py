@@ -22,7 +22,7 @@ rows in blocks of `FFN_BLOCK_ROWS` (`RowBlocks`): at the CPU budget of 8,192 tok
 one was a fresh mmap whose pages faulted in on first touch (a GELU over [8192, 1536] took 28 ms,
 8 ms into reused memory); in blocks of 2,048 rows (12.6 MB) they come from the heap, reused. Every
 operation of the block is per row, so the result is bit for bit the same (tested); on the demo's full
-batches the int8 pass ran 1.23x faster over notes and 1.42x over clauses (bench/results/ffn-blocks.json).
+batches the int8 pass ran 1.23x faster over notes and 1.42x over clauses (bench/studies/results/ffn-blocks.json).
 """
 
 from __future__ import annotations

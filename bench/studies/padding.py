@@ -6,9 +6,9 @@ On the demo corpus (generated Italian notes, seed 0) and on its segments: tokens
 interleaved, same model, same precision, same threads; also the largest difference between a
 text embedded alone and in the batch (the reason for the change).
 
-    nice -n 19 python bench/padding.py [--notes 400] [--repeats 3] [--precision bf16] [--threads 1]
+    nice -n 19 python bench/studies/padding.py [--notes 400] [--repeats 3] [--precision bf16] [--threads 1]
 
-Writes bench/results/padding.json.
+Writes bench/studies/results/padding.json.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from services.embedder.encoder import (
 from services.embedder.models import load_model, select_dtype
 from services.embedder.segments import segment_spans
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def pack_longest_first(seq_lengths: np.ndarray, *, batch_tokens: int, max_batch_size: int) -> list[np.ndarray]:
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=REPO / "bench/results/padding.json")
+    parser.add_argument("--out", type=Path, default=REPO / "bench/studies/results/padding.json")
     args = parser.parse_args()
     configure_threads(args.threads)
     device = torch.device("cpu")

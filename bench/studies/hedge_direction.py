@@ -1,4 +1,4 @@
-"""Is a mention's status a direction of the encoder, and a feature of the SAE? → bench/results/hedge-direction.json
+"""Is a mention's status a direction of the encoder, and a feature of the SAE? → bench/studies/results/hedge-direction.json
 
 Why the demo's expression from labels (#28: `SEGMENT(label:"bronchiolite" AND NOT label:"sospetta")`) stays far
 below a probe on the same codes: a name can only lead to a feature that exists. Two questions on status.py's
@@ -27,11 +27,12 @@ status is kept out of the dictionary or spread over its features.
    the training notes (what any threshold on these directions could give), and with the words themselves as
    the cues (the clause-scoped regex).
 
-    nice -n 10 python bench/hedge_direction.py            # after bench/status.py has cached the clause vectors
+    nice -n 10 python bench/studies/hedge_direction.py            # after bench/status.py has cached the clause vectors
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import re
@@ -44,7 +45,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import status  # noqa: E402  (puts the repository on the path)
 from status_data import DEMO_CUES, demo_set, negex_set  # noqa: E402
 from status_expression import USER_WORDS  # noqa: E402
@@ -54,7 +55,7 @@ from services.interpreter.calibration import MIN_ABOVE, MIN_PRECISION, calibrate
 from services.sae.encoding import encode_all  # noqa: E402
 from services.sae.segments import training_vectors  # noqa: E402
 
-OUT = status.ROOT / "bench/results/hedge-direction.json"
+OUT = status.ROOT / "bench/studies/results/hedge-direction.json"
 # the cue patterns: the status words of the demo's phrasing (suspected and excluded, every condition) and
 # NegEx's commonest pre-triggers; what labels the clauses a direction is learnt from
 CUES = {"demo": r"sospett|probabil|verosimil|possibil|dubbio|ipotesi|da confermare|\?|esclu|non segni|non evidenza|"
@@ -192,6 +193,7 @@ def run_set(name: str) -> dict:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     torch.set_num_threads(2)
     torch.manual_seed(0)
     report = {"benchmark": __doc__.split("\n")[0], "model": status.MODEL_NAME[0],

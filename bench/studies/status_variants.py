@@ -1,5 +1,5 @@
 """Representations measured against `bench/status.py`'s figures and not built (issue #16) →
-bench/results/status-variants.json. Same sets, same split, same SAE settings and the same cached
+bench/studies/results/status-variants.json. Same sets, same split, same SAE settings and the same cached
 vectors as status.py (run it first: it fills /tmp/prisma-bench).
 
   - clauses_in_context: late chunking. Each sentence goes through the model once (status.py's token
@@ -14,7 +14,7 @@ vectors as status.py (run it first: it fills /tmp/prisma-bench).
     features named on sentences by the keywords back-end, and status.py's user expression over
     those sentences; with the topic features' precision and recall at the sentence level.
 
-    nice -n 10 python bench/status_variants.py
+    nice -n 10 python bench/studies/status_variants.py
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -165,7 +165,7 @@ def main() -> None:
     for name in args.sets.split(","):
         report[name] = run_set(demo_set() if name == "demo" else negex_set())
         print(name, json.dumps(report[name])[:2000], flush=True)
-    report["command"] = " ".join(["python bench/status_variants.py", *sys.argv[1:]])
+    report["command"] = " ".join(["python bench/studies/status_variants.py", *sys.argv[1:]])
     report["compare_with"] = "bench/results/status.json (same split, SAE settings and cached vectors)"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")

@@ -4,7 +4,7 @@ calibration sample the naming job estimated it from. The promise is 0.8 (calibra
 
 Reads a Prisma data directory (embedded mode: SQLite and the artifact folder), e.g. one `prisma demo` made:
 
-    python bench/threshold_truth.py --data-dir ~/.local/share/prisma --sae-run 1 --key after [--out F]
+    python bench/studies/threshold_truth.py --data-dir ~/.local/share/prisma --sae-run 1 --key after [--out F]
 
 Each call adds its figures under `--key` in the output (so two runs of the same SAE, named before and after a
 change, sit side by side); `bench/status.py` reports the same figures for its own names
@@ -19,7 +19,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--key", required=True, help="where the figures go in the output, e.g. before / after")
     parser.add_argument("--note", default="", help="what this run is (the commit, the change)")
     parser.add_argument("--language", default="it")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/threshold-truth.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/studies/results/threshold-truth.json")
     args = parser.parse_args()
 
     run_dir = args.data_dir / "artifacts" / "sae-runs" / str(args.sae_run)
@@ -58,7 +58,7 @@ def main() -> None:
                "with_threshold": len(names.thresholds), **threshold_truth(corpus, names, args.language)}
     out = json.loads(args.out.read_text()) if args.out.exists() else {
         "what": "of the segments at or above each reliable name's threshold, the share where the name holds, over "
-                "every segment of the run (bench/threshold_truth.py); the threshold promises 0.8"}
+                "every segment of the run (bench/studies/threshold_truth.py); the threshold promises 0.8"}
     out[args.key] = figures
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(figures, indent=2))

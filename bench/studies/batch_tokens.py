@@ -6,10 +6,10 @@ interleaved. Vectors do not depend on the budget (a text alone gets bit for bit 
 so only the time is measured.
 
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
-        python bench/batch_tokens.py --out bench/results/batch-tokens-avx2.json
-    python bench/batch_tokens.py          # this CPU uncapped (bf16 too where it is native)
+        python bench/studies/batch_tokens.py --out bench/studies/results/batch-tokens-avx2.json
+    python bench/studies/batch_tokens.py          # this CPU uncapped (bf16 too where it is native)
 
-Writes bench/results/batch-tokens.json (or --out).
+Writes bench/studies/results/batch-tokens.json (or --out).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from the repository root
 from bench.demo import ISA_CAPS, cpu_report  # noqa: E402
 from bench.embed import demo_notes, segments_of  # noqa: E402
 from services.embedder.distinct import distinct_texts  # noqa: E402
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="rounds over every cell, interleaved")
     parser.add_argument("--calls", type=int, default=3, help="forward passes a cell per round")
     parser.add_argument("--notes", type=int, default=150, help="demo notes for the end-to-end check")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/batch-tokens.json"))
+    parser.add_argument("--out", type=Path, default=Path("bench/studies/results/batch-tokens.json"))
     args = parser.parse_args()
     threads = configure_threads(None)
     capped = any(os.environ.get(k) for k in ISA_CAPS)

@@ -1,4 +1,4 @@
-"""The demo's default `document_vectors: "segments"` against notes read whole → bench/results/demo-document-vectors.json.
+"""The demo's default `document_vectors: "segments"` against notes read whole → bench/studies/results/demo-document-vectors.json.
 
 `prisma demo` makes each note's vector the weighted mean of its clauses' (services/embedder/segments.py:
 mean_of_segments) instead of passing the note through the model (about a third of the embedding time,
@@ -9,13 +9,12 @@ expression written from the label search (`expression_scoped`, bench/status_expr
 words-alone baselines of the same split beside them (TF-IDF + LR, the regex with cues). Text search both
 ways: bench/results/text-search.json.
 
-    PYTHONPATH=. python bench/demo_doc_vectors.py [--threads 2]
+    PYTHONPATH=. python bench/studies/demo_doc_vectors.py [--threads 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -35,7 +34,7 @@ from status_expression import run_expression  # noqa: E402
 
 from gateway.domain.concepts.probe import heldout_split  # noqa: E402
 
-OUT = ROOT / "bench/results/demo-document-vectors.json"
+OUT = ROOT / "bench/studies/results/demo-document-vectors.json"
 SEEDS = (0, 1, 2)
 
 

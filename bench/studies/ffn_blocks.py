@@ -10,9 +10,9 @@ embedding run packs them), the ones of 7,000 padded tokens or more (91 % of the 
 73 % of the clauses' are in such batches), `--batches` of each drawn at random; every cell runs
 them all, cells interleaved over `--rounds`. Run from the repository root:
 
-    python bench/ffn_blocks.py [--batches 6] [--rounds 3]
+    python bench/studies/ffn_blocks.py [--batches 6] [--rounds 3]
 
-Writes bench/results/ffn-blocks.json.
+Writes bench/studies/results/ffn-blocks.json.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from the repository root
 from bench.demo import cpu_report  # noqa: E402
 from bench.embed import demo_notes, segments_of  # noqa: E402
 from services.embedder.chunking import chunk_token_windows, pack_batches, padded_length  # noqa: E402
@@ -60,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=6, help="full batches of each kind")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/ffn-blocks.json"))
+    parser.add_argument("--out", type=Path, default=Path("bench/studies/results/ffn-blocks.json"))
     args = parser.parse_args()
     threads = configure_threads(None)
     cpu = torch.device("cpu")
