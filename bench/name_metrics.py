@@ -1,10 +1,15 @@
-"""Issue #28's naming metrics for bench/names.py: near-miss AUROC, shared names, phrase names."""
+"""Naming metrics for bench/names.py: near-miss AUROC, shared names, phrase names; the fallback's names."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from contracts.interpret import FeatureInterpretations
+
 
 def name_metrics(best: list, evidence_texts) -> dict:
-    """Issue #28's: near-miss AUROC (top half), shared names among reliable ones, phrase names."""
+    """Near-miss AUROC (top half), shared names among reliable ones, phrase names."""
     import numpy as np
 
     from gateway.domain.features.names import NameChoice, distinct_names, shared_fraction
@@ -25,3 +30,17 @@ def name_metrics(best: list, evidence_texts) -> dict:
             "phrase_fraction": round(float(np.mean([is_phrase(b.label, evidence_texts(b)) for b in best])), 4)
             if best else None,
             "with_threshold_fraction": round(float(np.mean([b.threshold is not None for b in best])), 4) if best else None}
+
+
+def fallback(kw: list[FeatureInterpretations], llm: list[FeatureInterpretations]) -> list[FeatureInterpretations]:
+    """Per feature, both back-ends' shown names and best-of-n between them (what the fallback shows)."""
+    from services.interpreter.scoring import best_index
+
+    out = []
+    for a, b in zip(kw, llm):
+        assert a.feature == b.feature
+        interps = [*(a.interpretations[a.best:a.best + 1] if a.best is not None else []),
+                   *(b.interpretations[b.best:b.best + 1] if b.best is not None else [])]
+        out.append(a.model_copy(update={"interpretations": interps, "best": best_index(interps),
+                                        "errors": a.errors + b.errors}))
+    return out

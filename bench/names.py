@@ -45,7 +45,7 @@ from artifacts import ArtifactStore  # noqa: E402
 from contracts.embed import EmbedJobPayload, EmbedJobResult  # noqa: E402
 from contracts.interpret import BackendOptions, FeatureInterpretations  # noqa: E402
 from contracts.sae import SaeConfig, SaeTrainPayload  # noqa: E402
-from bench.name_metrics import name_metrics  # noqa: E402
+from bench.name_metrics import fallback, name_metrics  # noqa: E402
 
 CACHE = Path("/tmp/prisma-bench/names")
 RESULTS = ROOT / "bench/results/names.json"
@@ -263,20 +263,6 @@ def summarise(records: list[FeatureInterpretations], seconds: float, candidates=
         out["candidates_returned"] = len(candidates)
         out["candidates_copying_fraction"] = (round(sum(c.copies_input for c in candidates) / len(candidates), 4)
                                               if candidates else None)
-    return out
-
-
-def fallback(kw: list[FeatureInterpretations], llm: list[FeatureInterpretations]) -> list[FeatureInterpretations]:
-    """Per feature, both back-ends' shown names and best-of-n between them (what the fallback shows)."""
-    from services.interpreter.scoring import best_index
-
-    out = []
-    for a, b in zip(kw, llm):
-        assert a.feature == b.feature
-        interps = [*(a.interpretations[a.best:a.best + 1] if a.best is not None else []),
-                   *(b.interpretations[b.best:b.best + 1] if b.best is not None else [])]
-        out.append(a.model_copy(update={"interpretations": interps, "best": best_index(interps),
-                                        "errors": a.errors + b.errors}))
     return out
 
 

@@ -21,6 +21,7 @@ from services.interpreter.backends.base import (Backend, BackendError, BackendOu
                                                 NamingRequest, copies_input, with_retries)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
+from services.interpreter.corpus_order import LANGUAGES, corpus_language, naming_order  # noqa: F401  (runs.py reads it here)
 from services.interpreter.calibration import curve_points, curve_threshold, holds_on, precision_curve
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, Neighbours, anchors_of, feature_rng, sample_evidence
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
@@ -34,31 +35,6 @@ HINTS = 8
 """Contrastive keywords offered to a language model."""
 EMBED_CACHE = 50_000
 """Label vectors kept (single terms recur across features): 50k × 384 float32 ≈ 77 MB."""
-LANGUAGES = {"en": "English", "it": "Italian"}
-_MARKERS = {"en": frozenset("the and of with was were is are this that from by which".split()),
-            "it": frozenset("il la di che con per della del nel non una sono alla dei delle gli".split())}
-
-
-def corpus_language(texts: Sequence[str]) -> str:
-    """'en' or 'it': whose common function words the texts use more (English on a tie)."""
-    counts = dict.fromkeys(_MARKERS, 0)
-    for text in texts:
-        for word in text.lower().split():
-            for lang, markers in _MARKERS.items():
-                counts[lang] += word in markers
-    return "it" if counts["it"] > counts["en"] else "en"
-
-
-def naming_order(corpus: Corpus, order: str = "browse") -> list[int]:
-    """Every feature, in the order they are worth naming: `browse`, as the features page lists them by
-    default (densest first, then the strongest maximum activation, then index); `index`, by index."""
-    if order == "index":
-        return list(range(corpus.n_features))
-    density = corpus.codes.getnnz(axis=0)  # [n]
-    top = np.asarray(corpus.codes.max(axis=0).todense()).ravel() if corpus.codes.nnz else np.zeros(len(density))
-    return [int(i) for i in np.lexsort((np.arange(len(density)), -top, -density))]
-
-
 @dataclass
 class _Pending:
     """One feature in flight: its evidence and the interpretations found so far."""
