@@ -38,6 +38,10 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
     assert page.locator("#pr-curve svg path.line").count() == 1
     assert page.locator("#weights tbody tr").count() >= 1
     assert page.locator(".tag", has_text="bronchiolitis:confirmed").count() == 1  # what it was trained on
+    dense = page.locator("#baselines #baseline-dense")  # the run's own vectors, unnamed: the ceiling, same split
+    assert " ".join(dense.locator("th").text_content().split()).startswith("Dense vectors + logistic regression")
+    figures = dense.locator("td.num:not(.vs)").all_inner_texts()
+    assert len(figures) == 3 and all(re.fullmatch(r"[01]\.\d{3}", t) for t in figures), figures
     shot(page, "concept")
 
     page.click("#apply")
@@ -78,14 +82,15 @@ def test_demo_concepts_metrics_and_csv(page, demo) -> None:  # noqa: ANN001
         f1 = float(row.locator("td.num:not(.vs)").nth(2).inner_text())
         vs = " ".join(row.locator("td.vs").inner_text().split())
         got = re.fullmatch(r"([+-]\d\.\d{3}) \(([+-]\d\.\d{3}) to ([+-]\d\.\d{3})\) "
-                           r"(within the noise|features better|words better)", vs)
+                           r"(within the noise|features better|words better|dense vectors better)", vs)
         assert got, vs
         difference, low, high = (float(got.group(i)) for i in (1, 2, 3))
         assert abs(difference - (concept_f1 - f1)) <= 0.0015 and low <= difference <= high
+        other = "dense vectors" if row.get_attribute("id") == "baseline-dense" else "words"
         assert got.group(4) == ("within the noise" if low <= 0 <= high else
-                                "features better" if difference > 0 else "words better")
-    # the label's regex, the demo's own rule with hedge cues, TF-IDF, TF-IDF on the clauses
-    assert page.locator("#baselines tbody tr:has(td.vs)").count() == 4
+                                "features better" if difference > 0 else f"{other} better")
+    # the label's regex, the demo's own rule with hedge cues, TF-IDF, dense vectors, TF-IDF on the clauses
+    assert page.locator("#baselines tbody tr:has(td.vs)").count() == 5
     own = " ".join(page.locator("#baseline-words-regex th").text_content().split())
     assert own.startswith("Your regex (?<!(?:sospett|") and own.endswith("(a match predicts positive)"), own
     shot(page, "concept-scoped")
