@@ -1,0 +1,87 @@
+"""A small segment corpus named end to end, for checking that a faster naming names the same.
+
+The texts are sentences of demo notes, stored in naming_fixture/naming_segments.json (so that a change to the demo's
+generator changes nothing here); their vectors are hashed bags of words (D dimensions, unit norm), the
+label embedder the same hash, and the codes a TopK of a seeded random encoder. `python -m
+tests.interpreter.naming_reference` rewrites naming_fixture/naming_expected.json from the code as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+from contracts.interpret import BackendOptions
+from services.interpreter.corpus import Corpus
+from services.interpreter.naming import Namer, naming_order
+from services.interpreter.phrases import PhraseBackend
+
+DATA = Path(__file__).parent / "naming_fixture"
+SEGMENTS, EXPECTED = DATA / "naming_segments.json", DATA / "naming_expected.json"
+D, N_FEATURES, K, BATCH = 64, 96, 4, 32
+
+
+def write_segments(notes: int = 200) -> None:
+    """The demo's first `notes` notes (seed 0), split into their non-empty lines."""
+    from gateway.demo.corpus import generate_notes
+
+    lines = [s.strip() for n in generate_notes(notes, seed=0) for s in n.text.splitlines()]
+    SEGMENTS.write_text(json.dumps([s for s in lines if len(s) > 3], ensure_ascii=False, indent=0) + "\n")
+
+
+def hashed_bag(texts: list[str]) -> np.ndarray:
+    """float32 [len(texts), D] unit-norm: each lower-cased word adds one to its crc32's dimension."""
+    out = np.zeros((len(texts), D), np.float32)
+    for r, text in enumerate(texts):
+        for w in re.findall(r"\w+", text.lower()):
+            out[r, zlib.crc32(w.encode()) % D] += 1.0
+        out[r, r % 2] += 0.05  # no zero vector
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def reference_corpus() -> Corpus:
+    texts = json.loads(SEGMENTS.read_text())
+    vectors = hashed_bag(texts)  # [N, D]
+    encoder = np.random.default_rng(0).normal(size=(N_FEATURES, D)).astype(np.float32)
+    pre = np.maximum(vectors @ encoder.T, 0)  # [N, n]
+    idx = np.argsort(-pre, axis=1, kind="stable")[:, :K]
+    rows = np.repeat(np.arange(len(texts)), K)
+    codes = sp.csr_matrix((np.take_along_axis(pre, idx, 1).ravel(), (rows, idx.ravel())),
+                          shape=(len(texts), N_FEATURES), dtype=np.float32)
+    codes.eliminate_zeros()
+    return Corpus(pa.array(texts, type=pa.string()), np.arange(len(texts), dtype=np.int64), vectors, codes.tocsc())
+
+
+def name_reference() -> list:
+    """Every feature of the reference corpus named in naming order, BATCH at a time, controls from the
+    labels before (as runs.py does), as JSON."""
+    corpus = reference_corpus()
+    namer = Namer(corpus, [(BackendOptions(backend="keywords"), PhraseBackend())], hashed_bag)
+    records: list = []
+    features = naming_order(corpus)
+    for i in range(0, len(features), BATCH):
+        pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]
+        records += asyncio.run(namer.name_features(features[i:i + BATCH], pool))
+    return [without_times(r.model_dump(mode="json")) for r in records]
+
+
+def without_times(value: object) -> object:
+    """`value` without its `created_at` fields (when it was named, not what)."""
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k != "created_at"}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
+
+if __name__ == "__main__":
+    if not SEGMENTS.exists():
+        write_segments()
+    EXPECTED.write_text(json.dumps(name_reference(), ensure_ascii=False, indent=0) + "\n")
