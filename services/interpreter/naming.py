@@ -22,11 +22,11 @@ from services.interpreter.backends.base import (Backend, BackendError, BackendOu
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
 from services.interpreter.corpus_order import LANGUAGES, corpus_language, naming_order  # noqa: F401  (runs.py reads it here)
-from services.interpreter.calibration import curve_points, curve_threshold, holds_on, precision_curve
+from services.interpreter.calibration import curve_points, curve_threshold, holds_on
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, Neighbours, anchors_of, feature_rng, sample_evidence
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
 from services.interpreter.near_misses import NearMisses
-from services.interpreter.phrases import holds_mask, word_stems
+from services.interpreter.thresholds import StemIndex, precision_curves
 from services.interpreter.selection import alternative_reliable, first_per_backend, greedy_terms, lower, names_first, with_alternatives
 from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
                                          finalise)
@@ -92,7 +92,7 @@ class Namer:
         self.driving = DrivingChunks(self.corpus)
         self.neighbours = Neighbours(self.corpus)
         self.near = NearMisses(self.corpus, self.evidence.seed)
-        self._stem_cache: dict[str, frozenset[str]] = {}
+        self.stems = StemIndex(self.corpus, self.language)
         self._vectors: dict[str, np.ndarray] = {}
         self.embedded = 0
         """Texts embedded so far (cache misses): what naming costs."""
@@ -293,24 +293,12 @@ class Namer:
                     n.control_embedding = control
             self._near_and_threshold(p, vectors)
 
-    def _stems(self, position: int) -> frozenset[str]:
-        """word_stems of a unit, cached by its text (a segment is in the calibration sets of all the features it
-        activates, and clauses repeat: the demo's 71,298 hold 15,017 texts, which fit where positions did not)."""
-        text = self.corpus.text(position)
-        found = self._stem_cache.get(text)
-        if found is None:
-            if len(self._stem_cache) >= EMBED_CACHE:
-                self._stem_cache.clear()
-            found = self._stem_cache[text] = word_stems(text, self.language)
-        return found
-
     def _near_and_threshold(self, p: _Pending, vectors: dict[str, np.ndarray]) -> None:
         """Each name's (and alternative's) near-miss AUROC, held-out activating vs held-out near misses, and its
         threshold: the lowest activation above which its words occur in >= 80 % of the corpus's activating segments,
         estimated on the calibration segments (each weighted by the segments it stands for)."""
         ev = p.evidence
         assert ev is not None
-        texts = [self._stems(q) for q in ev.calibration]
         acts = np.asarray(ev.calibration_acts, dtype=np.float64)
         weights = np.asarray(ev.calibration_weights, dtype=np.float64) if ev.calibration_weights else None
         named = p.named
@@ -320,15 +308,14 @@ class Namer:
             scores = embedding_scores(np.stack([vectors[n.label] for n in named]),
                                       self.corpus.vectors[ev.holdout_activating],
                                       self.corpus.vectors[ev.holdout_near_misses])
-        for k, n in enumerate(named):
+        curves = precision_curves(acts, self.stems.holds(ev.calibration, [n.label for n in named]), weights)
+        for k, (n, curve) in enumerate(zip(named, curves)):
             n.score_near_miss = round(scores[k], 6) if near else None
-            holds = holds_mask(n.label, texts, self.language)
-            curve = precision_curve(acts, holds, weights)
             n.threshold = curve_threshold(curve)
             n.holds_on = holds_on(curve, n.threshold, everywhere)
             n.precision_curve = curve_points(curve)  # an alternative's own too: it may be shown in the name's place
             if isinstance(n, Interpretation):
-                n.calibrated_on = len(texts)
+                n.calibrated_on = len(ev.calibration)
                 n.calibration = "strongest_and_sample" if ev.pool_activating else "sample"
             else:
                 n.score = lower(n.score_near_miss, n.score_embedding)
