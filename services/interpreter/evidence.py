@@ -221,14 +221,14 @@ class Neighbours:
 
     def _expand(self, groups: np.ndarray, banned: np.ndarray, m: int) -> list[int]:
         """The first m positions not banned of the copies of `groups`, in that order."""
-        out: list[int] = []
-        for g in groups.tolist():
-            for p in self._positions[self._starts[g]:self._starts[g + 1]].tolist():
-                if not banned[p]:
-                    out.append(p)
-                    if len(out) == m:
-                        return out
-        return out
+        groups = np.asarray(groups, np.int64)
+        lo, hi = self._starts[groups], self._starts[groups + 1]  # [G]: each group's copies
+        sizes = hi - lo
+        if not len(groups) or not sizes.sum():
+            return []
+        # the copies of every group, groups in order: positions[lo[i] + 0 .. sizes[i] - 1] for each i
+        copies = self._positions[np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))]
+        return copies[~banned[copies]][:m].tolist()
 
     def rows(self, anchors: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
         """[A, m]: each anchor's m nearest non-activating positions, nearest first (m <= non-activating)."""

@@ -29,17 +29,23 @@ class StemIndex:
         self.corpus, self.language = corpus, language
         self.ids: dict[str, int] = {}
         self._texts: dict[str, np.ndarray] = {}
+        self._units: dict[int, np.ndarray] = {}  # position -> its text's ids, without reading the text again
 
     def of(self, position: int) -> np.ndarray:
         """int64 [s]: the ids of the unit's distinct stems."""
+        found = self._units.get(position)
+        if found is not None:
+            return found
         text = self.corpus.text(position)
         found = self._texts.get(text)
         if found is None:
             if len(self._texts) >= TEXTS_CACHED:
                 self._texts.clear()
+                self._units.clear()
             ids = self.ids
             found = self._texts[text] = np.array(
                 sorted({ids.setdefault(s, len(ids)) for s in word_stems(text, self.language)}), dtype=np.int64)
+        self._units[position] = found  # the text's own array: a unit adds a pointer, not a copy
         return found
 
     def holds(self, positions: Sequence[int], labels: Sequence[str]) -> np.ndarray:
