@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -205,6 +206,7 @@ def retrain_p95(name: str, repeats: int = 20) -> dict:
         estimate(ds.y[chosen], fitted, ds.codes[chosen], random, ds.codes[rest])
         times.append(time.perf_counter() - t0)
     return {"set": name, "labels": min(1000, len(ds.labelled)), "repeats": repeats,
+            "load_average_1m": round(os.getloadavg()[0], 2), "readout": "fit_readout as the product calls it",
             "p95": round(float(np.percentile(times, 95)), 3), "median": round(float(np.median(times)), 3)}
 
 
