@@ -37,12 +37,13 @@ def write_segments(notes: int = 200) -> None:
 
 
 def hashed_bag(texts: list[str]) -> np.ndarray:
-    """float32 [len(texts), D] unit-norm: each lower-cased word adds one to its crc32's dimension."""
+    """float32 [len(texts), D] unit-norm: each lower-cased word adds one to its crc32's dimension (a text's
+    vector does not depend on the texts embedded with it: services/embedder/encoder.py forward_chunks)."""
     out = np.zeros((len(texts), D), np.float32)
     for r, text in enumerate(texts):
         for w in re.findall(r"\w+", text.lower()):
             out[r, zlib.crc32(w.encode()) % D] += 1.0
-        out[r, r % 2] += 0.05  # no zero vector
+        out[r, len(text) % 2] += 0.05  # no zero vector; a text's vector its own alone, as the embedder's are
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
