@@ -64,7 +64,8 @@ def test_create_a_scoped_probe_from_the_form(page, demo) -> None:  # noqa: ANN00
     assert " ".join(page.locator("#segment-scope").inner_text().split()).startswith(
         "Reads the segments that contain bronchiolit")
     baselines = page.locator("#baselines tbody tr")
-    assert baselines.count() == 5  # this concept, the keyword regex, the user's regex, TF-IDF, TF-IDF on the clauses
+    assert baselines.count() == 6  # this concept, the keyword regex, the user's regex, TF-IDF, dense vectors,
+    # TF-IDF on the clauses
     own = " ".join(page.locator("#baseline-words-regex th").text_content().split())
     assert own == "Your regex sospett|esclus (a match predicts negative)", own
     assert re.fullmatch(r"[01]\.\d{3}", page.locator("#baseline-words-regex td.num:not(.vs)").nth(2).inner_text())
