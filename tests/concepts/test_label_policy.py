@@ -13,7 +13,8 @@ from gateway.domain.labels.policy import QueuePolicy, kmeans_pp, plan_batch, spl
 
 
 def test_batch_shares() -> None:
-    assert split_batch(10, QueuePolicy()) == (8, 2)
+    assert split_batch(10, QueuePolicy()) == (5, 5)
+    assert split_batch(10, QueuePolicy(random_share=0.2)) == (8, 2)
     assert split_batch(2, QueuePolicy()) == (1, 1)
     assert split_batch(1, QueuePolicy()) == (1, 0)
     assert split_batch(10, QueuePolicy(random_share=0.0)) == (10, 0)
@@ -23,7 +24,8 @@ def test_seed_hits_then_near_misses_then_random_never_a_closed_note() -> None:
     open_ = np.ones(100, dtype=bool)
     open_[[3, 50, 51]] = False  # labelled, or leased to someone else
     hits, near = np.array([3, 4, 5, 6, 7, 8, 9, 10, 11]), np.array([50, 51, 52, 53, 54])
-    picks = plan_batch(10, open_=open_, rng=np.random.default_rng(0), seed_hits=hits, seed_near=near)
+    picks = plan_batch(10, open_=open_, rng=np.random.default_rng(0), policy=QueuePolicy(random_share=0.2),
+                       seed_hits=hits, seed_near=near)
     by_reason = {r: [p.position for p in picks if p.reason == r] for r in ("seed", "near_miss", "random")}
     assert len(by_reason["random"]) == 2  # drawn first, from every open note
     best = [h for h in hits.tolist() if open_[h] and h not in by_reason["random"]]
@@ -51,7 +53,8 @@ def test_random_share_is_uniform_over_the_open_notes() -> None:
     open_[:5] = False
     counts = np.zeros(n)
     for _ in range(draws):
-        picks = plan_batch(10, open_=open_, rng=rng, probability=probability, codes=codes)
+        picks = plan_batch(10, open_=open_, rng=rng, policy=QueuePolicy(random_share=0.2), probability=probability,
+                           codes=codes)
         for p in picks:
             counts[p.position] += p.reason == "random"
     assert counts[:5].sum() == 0

@@ -62,7 +62,7 @@ async def test_from_a_seed_to_a_trained_probe(client, auth, labelled_run) -> Non
     first = (await client.post(f"/api/v1/concepts/{concept['id']}/queue", headers=auth, json={"n": 10})).json()
     assert first["phase"] == "seed" and len(first["items"]) == 10 and first["policy"]["seed"] == SEED
     reasons = [i["reason"] for i in first["items"]]
-    assert reasons.count("random") == 2 and reasons.count("near_miss") == 2 and reasons.count("seed") == 6
+    assert reasons.count("random") == 5 and reasons.count("near_miss") == 2 and reasons.count("seed") == 3
     dense = run.codes.toarray()
     for item in first["items"]:  # hits: F0 (named bronchiolite) above 1; near misses: F0 fires below the cut
         f0 = dense[item["position"], 0]
@@ -76,7 +76,7 @@ async def test_from_a_seed_to_a_trained_probe(client, auth, labelled_run) -> Non
         await answer(client, auth, concept["id"], batch, run)
     listed = (await client.get(f"/api/v1/concepts/{concept['id']}/labels", headers=auth)).json()
     assert listed["total"] == 50 and listed["counts"]["positive"] + listed["counts"]["negative"] == 50
-    assert listed["counts"]["random"] == 10 and {i["source"] for i in listed["items"]} == {"queue"}
+    assert listed["counts"]["random"] == 25 and {i["source"] for i in listed["items"]} == {"queue"}
     shown = (await client.get(f"/api/v1/concepts/{concept['id']}", headers=auth)).json()  # retrained in background
     labelling = shown["labelling"]
     assert labelling["trained_on"]["count"] == 50 and not labelling["stale"] and shown["probe"]["readout"] == labelling["readout"]
@@ -87,8 +87,11 @@ async def test_from_a_seed_to_a_trained_probe(client, auth, labelled_run) -> Non
     predicted = readout_probability(coef, probe["intercept"], run.codes, probe["readout"]) >= 0.5
     y = np.array([truth(run, p) == "positive" for p in range(len(run.labels))])
     unseen = np.array([p not in seen for p in range(len(y))])
-    assert f1_of(y[unseen], predicted[unseen]) > 0.75  # on the notes nobody labelled
-    assert labelling["estimate"]["basis"] == "cross_validation" and 0 < labelling["estimate"]["f1"] <= 1
+    assert f1_of(y[unseen], predicted[unseen]) > 0.7  # on the notes nobody labelled
+    e = labelling["estimate"]  # from the 25 random labels and the probe's own predictions over the unlabelled notes
+    assert e["basis"] == "random" and e["n"] == 25 and e["low"] <= e["f1"] <= e["high"]
+    assert e["low"] <= f1_of(y[unseen], predicted[unseen]) <= e["high"]
+    assert labelling["estimate_cv"]["basis"] == "cross_validation" and labelling["estimate_cv"]["n"] == 50
     assert [p["labels"] for p in labelling["curve"]] == [10, 25, 50][-len(labelling["curve"]):]
     assert labelling["carriers"][0]["label"] == "bronchiolite"  # F0 carries confirmed (suspected is F1: negative)
     probe_batch = (await client.post(f"/api/v1/concepts/{concept['id']}/queue", headers=auth, json={"n": 10})).json()

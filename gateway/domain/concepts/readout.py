@@ -25,6 +25,7 @@ READOUTS: dict[str, tuple[float, ...]] = {
 }
 """The candidates and their C grids, in the order a tie is resolved."""
 READOUT_FOLDS = 5
+MANY_LABELS, FEW_FOLDS = 400, 3  # from this many labels, 3 folds: each still trains on hundreds, retraining halves
 INTERVAL_RESAMPLES = 2000
 MIN_FOR_CV = 2  # each class at least this many labels for a cross-validated choice; fewer: row_l2, C = 1, no estimate
 
@@ -84,7 +85,7 @@ def fit_readout(codes: sp.csr_matrix, y: np.ndarray, *, seed: int = 0,
     if smallest < MIN_FOR_CV:
         model = _fit(rows_for(first, codes), y, first, 1.0, seed)
         return Readout(_fitted(model, 1.0, float("nan")), first, None, 0, {})
-    folds = min(READOUT_FOLDS, smallest)
+    folds = min(READOUT_FOLDS if len(y) < MANY_LABELS else FEW_FOLDS, smallest)
     splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
     best: tuple[float, str, float, np.ndarray] | None = None
     tried: dict[str, float] = {}
@@ -116,6 +117,7 @@ def left_out_decisions(codes: sp.csr_matrix, y: np.ndarray, rows: np.ndarray, *,
     x = rows_for(readout, codes)
     out = np.zeros(len(rows))
     order = np.random.default_rng(seed).permutation(len(rows))
+    groups = groups if len(y) < MANY_LABELS else groups // 2
     for group in np.array_split(order, min(groups, len(rows))):
         keep = np.ones(len(y), dtype=bool)
         keep[rows[group]] = False
