@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,17 +28,13 @@ from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
 from services.interpreter.near_misses import NearMisses
 from services.interpreter.thresholds import StemIndex, precision_curves
 from services.interpreter.selection import alternative_reliable, first_per_backend, greedy_terms, lower, names_first, with_alternatives
-from services.interpreter.scoring import EmbedFn, auroc_columns, best_index, detection_score, embedding_scores, finalise
+from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
+                                         finalise)
 
 HINTS = 8
 """Contrastive keywords offered to a language model."""
 EMBED_CACHE = 50_000
 """Label vectors kept (single terms recur across features): 50k × 384 float32 ≈ 77 MB."""
-AHEAD = 8
-"""Features whose candidates are embedded on a thread while the next ones' evidence is drawn and named."""
-_AHEAD_POOL = ThreadPoolExecutor(1, thread_name_prefix="label-vectors")
-
-
 @dataclass
 class _Pending:
     """One feature in flight: its evidence and the interpretations found so far."""
@@ -99,8 +94,6 @@ class Namer:
         self.near = NearMisses(self.corpus, self.evidence.seed)
         self.stems = StemIndex(self.corpus, self.language)
         self._vectors: dict[str, np.ndarray] = {}
-        self._ahead: list[Future] = []
-        self._ahead_texts: set[str] = set()
         self.embedded = 0
         """Texts embedded so far (cache misses): what naming costs."""
 
@@ -109,32 +102,15 @@ class Namer:
         EMBED_CACHE texts stay cached: when full, the cache starts again from this call's texts, copied
         (a cached row is a view that would keep its whole batch's array)."""
         assert self.embed_texts is not None
-        ahead, self._ahead, self._ahead_texts = self._ahead, [], set()
-        for started, got in [await asyncio.wrap_future(done) for done in ahead]:  # cached first, as if embedded here
-            self._keep(started, await got if inspect.isawaitable(got) else got, started)
         new = sorted({t for t in texts if t not in self._vectors})
         if new:
             got = self.embed_texts(new)
-            self._keep(new, await got if inspect.isawaitable(got) else got, texts)
+            vectors = np.asarray(await got if inspect.isawaitable(got) else got, dtype=np.float32)
+            if len(self._vectors) + len(new) > EMBED_CACHE:
+                self._vectors = {t: self._vectors[t].copy() for t in set(texts) if t in self._vectors}
+            self._vectors.update(zip(new, vectors))
+            self.embedded += len(new)
         return {t: self._vectors[t] for t in texts}
-
-    def _keep(self, new: list[str], got: object, texts: Sequence[str]) -> None:
-        if len(self._vectors) + len(new) > EMBED_CACHE:
-            self._vectors = {t: self._vectors[t].copy() for t in set(texts) if t in self._vectors}
-        self._vectors.update(zip(new, np.asarray(got, dtype=np.float32)))
-        self.embedded += len(new)
-
-    def _embed_ahead(self, pending: list[_Pending]) -> None:
-        """Embed on a thread the candidates `_select` will embed, while the next features are named (a vector does
-        not depend on the texts embedded with it: services/embedder/encoder.py forward_chunks)."""
-        if not (self.scoring.embedding and self.embed_texts is not None):
-            return
-        labels = {i.label for p in pending if p.evidence and p.evidence.selection_activating and p.evidence.selection_hard
-                  + p.evidence.selection_random for i in first_per_backend(p.record.interpretations, self.max_candidates)}
-        new = sorted(labels - self._vectors.keys() - self._ahead_texts)
-        if new:  # the texts in flight are not started again
-            self._ahead.append(_AHEAD_POOL.submit(lambda embed=self.embed_texts: (new, embed(new))))
-            self._ahead_texts.update(new)
 
     # -- one batch --------------------------------------------------------------------------
     async def name_features(self, features: Sequence[int], control_pool: Sequence[str] = ()) -> list[FeatureInterpretations]:
@@ -148,13 +124,9 @@ class Namer:
 
     async def _name_features(self, features: Sequence[int],
                              control_pool: Sequence[str]) -> list[FeatureInterpretations]:
-        pending: list[_Pending] = []
-        step = AHEAD if all(isinstance(be, KeywordsBackend) for _, be in self.backends) else len(features)
-        for start in range(0, len(features), max(step, 1)):  # a language model: the whole batch at once, as before
-            chunk = [self._evidence(f) for f in features[start:start + step]]
-            await asyncio.gather(*(self._name(p, opts, be) for p in chunk if p.evidence for opts, be in self.backends))
-            self._embed_ahead(chunk)
-            pending += chunk
+        pending = [self._evidence(f) for f in features]
+        await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
+                               for opts, be in self.backends))
         await self._select(pending)
         self._choose_controls(pending, control_pool)
         await self._score_embedding(pending)
