@@ -1,0 +1,169 @@
+"""Naming speed → bench/results/naming-speed.json: the demo's naming, the code before the speed-ups against now.
+
+One SAE run of `prisma demo` (its data directory, `--data`: the clause corpus the demo names, its segment
+codes, every feature) is named by two checkouts: `--before` (a commit, checked out once as a `git worktree`
+under /tmp/prisma-bench/naming-speed) and this working tree, each in its own process that imports that
+checkout's services/, alternating (before, now, now, before, …) so that the shared machine's load falls on both
+alike. A run is what the `interpret_run` job does in embedded mode, without its shards: Namer (term index
+included) over the features in browse order, 64 a batch, controls from the latest names, labels embedded by
+the embedding run's model as the demo embeds them (the embedder service's
+model cache at its default settings: its precision, its threads); loading the corpus and
+the model is not timed. `ratio_features_per_min` is now's best over before's best; `names` compares every
+feature's shown name, score, threshold and reliability between the two's last runs.
+
+Usage: nice -n 10 python bench/naming_speed.py --data <prisma demo data dir> --before <commit> [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path("/tmp/prisma-bench/naming-speed")
+RESULTS = ROOT / "bench/results/naming-speed.json"
+
+
+def corpus_ref(artifacts: Path):
+    """The demo's clause corpus as the naming job reads it (gateway/domain/features/interpret.py `_corpus_ref`),
+    from the store's files: the first dataset, embedding run and SAE run."""
+    from contracts.interpret import CorpusRef
+
+    def uris(pattern: str) -> list[str]:
+        return [f"file://{p}" for p in sorted(artifacts.glob(pattern))]
+
+    sae = sorted(artifacts.glob("sae-runs/*/cfg.json"))[0].parent
+    return CorpusRef(snapshot_uri=uris("datasets/*/snapshot.parquet")[0],
+                     embeddings=uris("embedding-runs/*/embeddings/shard-*.npy"),
+                     chunks=uris("embedding-runs/*/chunks/shard-*.npz"),
+                     codes_csc_uri=f"file://{sae}/codes.csc.npz", sae_uri=f"file://{sae}",
+                     segments=uris("embedding-runs/*/segments/shard-*.npz"),
+                     segment_codes_uri=uris(f"sae-runs/{sae.name}/segment*codes*.npz")[0])
+
+
+def demo_label_embedder(artifacts: Path):
+    """Labels embedded as the demo embeds them (gateway/embedded.py `label_embedder`): the embedding run's model,
+    pooling and query prompt, through the embedder service's model cache at its settings' precision."""
+    from services.embedder.config import EmbedderSettings
+    from services.embedder.encoder import embed_texts
+    from services.embedder.models import ModelCache
+
+    spec = json.loads(next(artifacts.glob("embedding-runs/*/spec.json")).read_text())
+    lm = ModelCache.from_settings(EmbedderSettings(threads=1)).get(spec.get("model"), prompt_name="query" if spec.get("prompt") or spec.get(
+        "prompt_name") else None)
+    return lambda texts: embed_texts(lm, texts, pooling=spec.get("pooling", "mean"), normalize=spec.get("normalize", True)).vectors
+
+
+def name_all(data: Path, limit: int | None) -> dict:
+    """One timed naming run with the services/ first on sys.path: seconds, CPU seconds, every feature's shown name."""
+    import asyncio
+
+    from artifacts import ArtifactStore
+    from contracts.interpret import BackendOptions
+    from services.interpreter.corpus import load_corpus
+    from services.interpreter.naming import Namer, naming_order
+    from services.interpreter.phrases import PhraseBackend
+
+    store = ArtifactStore(str(data / "artifacts"))
+    corpus = load_corpus(store, corpus_ref(data / "artifacts"))
+    embed = demo_label_embedder(data / "artifacts")
+    embed(["warm-up"])
+    spent = [0.0]
+
+    def timed(texts: list[str]):
+        t = time.perf_counter()
+        out = embed(texts)
+        spent[0] += time.perf_counter() - t
+        return out
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    namer = Namer(corpus, [(BackendOptions(backend="keywords"), PhraseBackend())], timed)
+    features = naming_order(corpus)[:limit]
+    records, recent = [], []
+    for i in range(0, len(features), 64):
+        got = asyncio.run(namer.name_features(features[i:i + 64], [lab for lab in recent[-256:] if lab]))
+        records += got
+        recent += [r.interpretations[r.best].label if r.best is not None else None for r in got]
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    names = {}
+    for r in records:
+        b = r.interpretations[r.best] if r.best is not None else None
+        names[str(r.feature)] = None if b is None else [b.label, b.score, b.threshold, b.reliable, b.unreliable_reason,
+                                                       [a.label for a in b.alternatives]]
+    return {"segments": corpus.n_docs, "features": len(records), "seconds": round(seconds, 2),
+            "cpu_seconds": round(cpu, 2),
+            "label_embedding_seconds": round(spent[0], 2), "labels_embedded": namer.embedded,
+            "features_per_min_besides_label_embedding": round(60 * len(records) / max(seconds - spent[0], 1e-9), 1),
+            "features_per_min": round(60 * len(records) / seconds, 1), "names": names}
+
+
+def checkout(commit: str) -> Path:
+    """A worktree of `commit` (made once)."""
+    path = CACHE / f"before-{commit[:12]}"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit], check=True)
+    return path
+
+
+def run_side(code: Path, data: Path, limit: int | None) -> dict:
+    out = CACHE / f"run-{os.getpid()}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(code), "--data", str(data), "--worker-out", str(out)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    subprocess.run(cmd + (["--limit", str(limit)] if limit else []), check=True, env=env, cwd=str(code))
+    return json.loads(out.read_text())
+
+
+def compare(before: dict, now: dict) -> dict:
+    differ = [{"feature": int(f), "before": before[f], "now": now.get(f)} for f in before if before[f] != now.get(f)]
+    return {"features_compared": len(before), "identical": not differ and before.keys() == now.keys(),
+            "differences": differ[:50], "n_differences": len(differ)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, help="a `prisma demo` data directory whose features were trained")
+    parser.add_argument("--before", help="the commit before the speed-ups")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=None, help="name only the first features (quick checks)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:  # a child: this checkout's code first on the path
+        sys.path.insert(0, str(args.worker))
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        args.worker_out.write_text(json.dumps(name_all(args.data, args.limit)))
+        return
+    sides = {"before": checkout(args.before), "now": ROOT}
+    runs: dict[str, list[dict]] = {"before": [], "now": []}
+    for r in range(args.rounds):
+        for side in (("before", "now") if r % 2 == 0 else ("now", "before")):
+            runs[side].append(run_side(sides[side], args.data, args.limit))
+            print(f"round {r} {side}: {runs[side][-1]['seconds']} s, {runs[side][-1]['features_per_min']} features/min",
+                  flush=True)
+    best = {s: max(x["features_per_min"] for x in runs[s]) for s in runs}
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    report = {
+        "benchmark": "naming speed: the demo's clause corpus, every feature, keywords back-end, embedding scorer",
+        "before_commit": args.before[:12], "now_commit": head, "segments": runs["now"][-1]["segments"],
+        "features": runs["now"][-1]["features"],
+        "runs": {s: [{k: v for k, v in x.items() if k != "names"} for x in runs[s]] for s in runs},
+        "features_per_min_before": best["before"], "features_per_min_now": best["now"],
+        "ratio_features_per_min": round(best["now"] / best["before"], 2),
+        "names": compare(runs["before"][-1]["names"], runs["now"][-1]["names"]),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()]},
+    }
+    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    print(json.dumps({k: report[k] for k in ("features_per_min_before", "features_per_min_now", "ratio_features_per_min")}))
+
+
+if __name__ == "__main__":
+    main()
