@@ -28,7 +28,6 @@ from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, s
 from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope, with_context
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
-from gateway.domain.labels.service import record_examples
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.models import SaeRun
 from gateway.search.expressions import (
@@ -251,6 +250,8 @@ async def create_concept(app_state: Any, body: ConceptCreate, principal: Princip
             seed=body.seed.model_dump(mode="json", exclude_none=True) if body.seed else None,
             examples=body.examples.model_dump(mode="json", exclude_none=True) if body.examples else None, **fields)
         if examples_labels is not None:  # the examples become the concept's label set, shown as imported
+            from gateway.domain.labels.service import record_examples  # labels reads concepts: imported here
+
             record_examples(session, principal, concept, examples_labels)
             if concept.kind == "probe":
                 concept.labelling = examples_labelling(examples_labels)

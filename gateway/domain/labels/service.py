@@ -18,19 +18,13 @@ from gateway.domain.auth import trail
 from gateway.domain.auth.principal import Principal
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.models import Concept
+from gateway.domain.concepts.service import get_or_404 as concept_or_404
 from gateway.domain.datasets.models import Document
 from gateway.domain.labels import repo
 from gateway.domain.labels.models import CLASSES, ConceptLabel
 from gateway.domain.runs import repo as run_repo
 
 IMPORT_COLUMNS = ("external_id", "label")
-
-
-def concept_or_404(session: Session, concept_id: int) -> Concept:
-    concept = session.get(Concept, concept_id)
-    if concept is None:
-        raise ConceptInputError(f"concept {concept_id} not found", field="concept_id", status_code=404)
-    return concept
 
 
 def dataset_of(session: Session, concept: Concept) -> int:
