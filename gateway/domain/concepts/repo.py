@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.models import Concept
 from gateway.domain.datasets.models import Document
 from gateway.domain.runs.repo import sae_runs_of
@@ -74,3 +75,11 @@ def documents_at(session: Session, *, dataset_id: int, positions: Sequence[int])
             Document.dataset_id == dataset_id, Document.position.in_(list(positions[start : start + IN_BATCH])))
         out.update({row[0]: tuple(row[1:]) for row in session.execute(stmt)})
     return out
+
+
+def get_or_404(session: Session, concept_id: int) -> Concept:
+    """The concept, or a 404 naming the field."""
+    concept = get_concept(session, concept_id=concept_id)
+    if concept is None:
+        raise ConceptInputError(f"concept {concept_id} not found", field="concept_id", status_code=404)
+    return concept

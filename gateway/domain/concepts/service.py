@@ -20,10 +20,10 @@ from gateway.db import session_scope, utcnow
 from gateway.domain.auth.scope import visible
 from gateway.domain.auth.service import Principal, audit
 from gateway.domain.concepts import repo
+from gateway.domain.concepts.repo import get_or_404
 from gateway.domain.concepts.baselines import compute_baselines
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import Labelled, labelled_documents
-from gateway.domain.concepts.models import Concept
 from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, sigmoid
 from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope, with_context
 from gateway.domain.datasets import repo as dataset_repo
@@ -363,13 +363,6 @@ def examples_labelling(rows: list[tuple[int, int, str]]) -> dict[str, Any]:
     return {"version": 0, "trained_on": {"count": len(rows), "hash": labels_hash([(d, lab) for d, _, lab in rows]),
                                          "at": utcnow().isoformat(), "source": "examples"},
             "counts": counts, "estimate": None, "curve": [], "carriers": [], "readout": "l1", "seconds": 0.0}
-
-
-def get_or_404(session: Session, concept_id: int) -> Concept:
-    concept = repo.get_concept(session, concept_id=concept_id)
-    if concept is None:
-        raise ConceptInputError(f"concept {concept_id} not found", field="concept_id", status_code=404)
-    return concept
 
 
 def delete_concept(factory: Any, store: Any, *, concept_id: int, principal: Principal | None,

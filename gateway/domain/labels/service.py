@@ -18,7 +18,7 @@ from gateway.domain.auth import trail
 from gateway.domain.auth.principal import Principal
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.models import Concept
-from gateway.domain.concepts.service import get_or_404 as concept_or_404
+from gateway.domain.concepts.repo import get_or_404 as concept_or_404
 from gateway.domain.datasets.models import Document
 from gateway.domain.labels import repo
 from gateway.domain.labels.models import CLASSES, ConceptLabel
