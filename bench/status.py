@@ -15,7 +15,8 @@ Methods, each scored on the held-out rows (precision, recall, F1 of the positive
     pooling, unit norm) + the same logistic regression;
   - probe_documents: Prisma's SAE (its trainer: expansion 8, k 32, 2,000 steps) trained on the
     training rows' document vectors, every document encoded, Prisma's probe
-    (`gateway.domain.concepts.probe.fit_probe`: L1, C by CV, one-standard-error rule) on the codes;
+    (its readout, `gateway.domain.concepts.readout.fit_readout`: row-L2 + L2 or raw codes + L1, and C, chosen by
+    CV on the training rows; each probe's `l1` beside it: the L1 probe alone, the default before) on the codes;
   - probe_segments: every text cut by Prisma's segmenter (services/embedder/segments.py, its default
     unit: clauses) and each segment embedded as an embedding run with `segments` does; the SAE (same
     settings) trained on the training rows' segment and document vectors
@@ -62,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gateway.domain.concepts.probe import Split, fit_probe, heldout_split  # noqa: E402
+from gateway.domain.concepts.probe import Split, heldout_split  # noqa: E402
 from services.sae.encoding import encode_all  # noqa: E402
 from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
 # the shared parts, which other benchmarks also read through this module
@@ -98,10 +99,7 @@ def segment_probe(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, o
         if keep is not None:
             keep.append(pooled)
     with stage(out, "probe_segments"):
-        probe = fit_probe(codes[split.train], ds.y[split.train], seed=0)
-        return _scored(ds.y[split.test], probe.predict(codes[split.test]), C=round(probe.C, 4),
-                       cv_f1_train=round(probe.cv_score, 4), features_used=len(probe.used_features),
-                       converged=probe.converged)
+        return run_probe(codes, ds, split)
 
 
 def sensitivity(x: np.ndarray, seg: Segments, ds: LabelledSet, split: Split, variants: list[str]) -> list[dict]:

@@ -124,9 +124,19 @@ def train_sae(x_train: np.ndarray, x_hold: np.ndarray, seed: int = 0, **changed:
 
 
 def run_probe(codes: Any, ds: LabelledSet, split: Split) -> dict:
-    probe = fit_probe(codes[split.train], ds.y[split.train], seed=0)
-    return _scored(ds.y[split.test], probe.predict(codes[split.test]), C=round(probe.C, 4),
-                   features_used=len(probe.used_features), converged=probe.converged)
+    """The product's probe on `codes`: its readout (gateway.domain.concepts.readout.fit_readout: row-L2 + L2 or
+    raw codes + L1, and C, chosen by CV on the training rows), P >= 0.5 on the held-out rows; `l1` beside it: the
+    L1 probe alone (fit_probe, the default before the readout was), on the same codes and rows."""
+    from gateway.domain.concepts.readout import fit_readout
+
+    y_test = ds.y[split.test]
+    fitted = fit_readout(codes[split.train], ds.y[split.train], seed=0)
+    l1 = fit_probe(codes[split.train], ds.y[split.train], seed=0)
+    before = binary_metrics(y_test, np.asarray(l1.predict(codes[split.test]), dtype=np.int64))
+    return _scored(y_test, (fitted.probability(codes[split.test]) >= 0.5).astype(np.int64), readout=fitted.readout,
+                   C=round(fitted.probe.C, 4), cv_f1_train=round(fitted.probe.cv_score, 4),
+                   features_used=int(np.count_nonzero(fitted.probe.coef)), converged=True,
+                   l1={"f1": before["f1"], "C": round(l1.C, 4), "features_used": len(l1.used_features)})
 
 
 # --- embeddings ------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ from gateway.domain.concepts.repo import get_or_404
 from gateway.domain.concepts.baselines import compute_baselines
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import Labelled, labelled_documents
-from gateway.domain.concepts.probe import binary_metrics, fit_probe, pr_curve, sigmoid
+from gateway.domain.concepts.probe import binary_metrics, pr_curve, sigmoid
+from gateway.domain.concepts.readout import fit_readout, normalise_rows
 from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope, with_context
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
@@ -107,8 +108,6 @@ def probe_weights(probe: dict[str, Any], n_columns: int) -> np.ndarray:
 def probe_probability(probe: dict[str, Any], rows: sp.csr_matrix) -> np.ndarray:
     """P(positive) for each row of codes, float64 [rows] (rows at unit norm first for a readout trained on them)."""
     if probe.get("readout") == "row_l2":
-        from gateway.domain.concepts.readout import normalise_rows
-
         rows = normalise_rows(rows)
     return sigmoid(np.asarray(rows @ probe_weights(probe, rows.shape[1])) + probe["intercept"])
 
@@ -143,15 +142,17 @@ def train_probe(codes: sp.csr_matrix, labelled: Labelled, examples: Examples,
     """Fit on the training split, score on the held-out split: (probe, metrics). With `context`, `codes` are
     [docs, 2n] (scope.probe_codes): the weights of the first n go to `weights`, of the others to `context_weights`."""
     split = labelled.split(examples)
-    fitted = fit_probe(codes[labelled.positions[split.train]], labelled.y[split.train], seed=examples.seed)
+    fitted = fit_readout(codes[labelled.positions[split.train]], labelled.y[split.train], seed=examples.seed)
     n = codes.shape[1] // 2 if context else codes.shape[1]
-    used = fitted.used_features
-    probe = {"weights": {str(int(i)): float(fitted.coef[0, i]) for i in used[used < n]},
-             "intercept": float(fitted.intercept[0]), "C": fitted.C, "cv_f1": round(fitted.cv_score, 4),
-             "threshold": THRESHOLD, "converged": fitted.converged}
+    coef = fitted.probe.coef[0]
+    used = np.flatnonzero(coef)
+    cv_f1 = fitted.probe.cv_score if fitted.out_of_fold is not None else 0.0
+    probe = {"weights": {str(int(i)): float(coef[i]) for i in used[used < n]},
+             "intercept": float(fitted.probe.intercept[0]), "C": fitted.probe.C, "cv_f1": round(cv_f1, 4),
+             "threshold": THRESHOLD, "converged": fitted.probe.converged, "readout": fitted.readout}
     if context:
         probe |= {"context": "document",
-                  "context_weights": {str(int(i) - n): float(fitted.coef[0, i]) for i in used[used >= n]}}
+                  "context_weights": {str(int(i) - n): float(coef[i]) for i in used[used >= n]}}
     metrics = probe_metrics(probe, codes, labelled.positions[split.test], labelled.y[split.test],
                             n_train=len(split.train), labelled=labelled)
     return probe, metrics
