@@ -76,3 +76,26 @@ def test_scope_texts_join_the_matching_segments_and_leave_the_others_empty() -> 
     assert scope.texts(positions, texts) == ["Bronchiolite sospetta,", "",
                                              "poi BRONCHIOLITE confermata; e bronchiolite."]
     assert scope.texts(positions[1:2], texts[1:2]) == [""]
+
+
+def test_the_clause_holding_a_mention_on_a_text_with_known_offsets() -> None:
+    """E3C gives each event's character offsets in its sentence: the clause that holds the mention is the one the
+    product's segmenter cut around those characters, whatever the clause before or after says."""
+    from services.embedder.segments import segment_spans
+
+    from gateway.domain.concepts.scope import segments_holding
+
+    texts = ["The patient denied chest pain, but a fever of 39 C was recorded.",
+             "No rash. Suspected bronchiolitis in the infant."]
+    owner, start, end = segment_spans(texts)
+    spans = np.stack([start, end], axis=1)
+    pieces = [texts[o][a:b] for o, a, b in zip(owner.tolist(), start.tolist(), end.tolist())]
+    fever = texts[0].index("fever")
+    bronchiolitis = texts[1].index("bronchiolitis")
+    held = segments_holding(owner, spans, [[(fever, fever + 5)], [(bronchiolitis, bronchiolitis + 13)]])
+    assert [p for p, h in zip(pieces, held) if h] == [p for p in pieces if "fever" in p or "bronchiolitis" in p]
+    assert held.sum() == 2 and not any("chest pain" in p or "rash" in p for p, h in zip(pieces, held) if h)
+    across = texts[0].index("pain")  # "pain, but a": ends in the next clause, so both clauses hold it
+    both = segments_holding(owner, spans, [[(across, across + 11)], []])
+    assert both.sum() == 2 and set(owner[both].tolist()) == {0}
+    assert not segments_holding(owner, spans, [[], [(5, 5)]]).any()  # an empty mention is held by none

@@ -100,6 +100,28 @@ def matching_segments(texts: Sequence[str], owner: np.ndarray, spans: np.ndarray
     return (first < len(starts)) & (least_end[np.minimum(first, len(starts) - 1)] <= end)
 
 
+def segments_holding(owner: np.ndarray, spans: np.ndarray, mentions: Sequence[Sequence[tuple[int, int]]]) -> np.ndarray:
+    """bool [segments]: whether segment i (`spans[i]` = [a, b) in text `owner[i]`) overlaps one of its text's
+    `mentions` ([start, end) character offsets, as an annotation tool or a NER step gives them: a < end and
+    start < b, so a mention across a clause boundary is held by both clauses)."""
+    owner = np.asarray(owner, dtype=np.int64)
+    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    found = np.zeros(len(owner), dtype=bool)
+    if not len(owner):
+        return found
+    flat = [(t, int(s), int(e)) for t, ms in enumerate(mentions) for s, e in ms if e > s]
+    if not flat:
+        return found
+    text, start, end = (np.array(column, dtype=np.int64) for column in zip(*flat))
+    order = np.argsort(owner, kind="stable")  # each text's segments, contiguous
+    first = np.searchsorted(owner[order], text, "left")
+    last = np.searchsorted(owner[order], text, "right")
+    for lo, hi, s, e in zip(first.tolist(), last.tolist(), start.tolist(), end.tolist()):
+        rows = order[lo:hi]
+        found[rows[(spans[rows, 0] < e) & (s < spans[rows, 1])]] = True
+    return found
+
+
 @dataclass(frozen=True)
 class SegmentScope:
     """The segments a scoped probe reads: those of a run's segments whose text contains one of `words`."""
