@@ -65,7 +65,8 @@ class Classified(BaseModel):
     decision: bool = Field(description="Whether the concept selects the text.")
     score: float = Field(description="A probe's P(positive); an expression's score (as apply ranks its matches).")
     threshold: float | None = Field(description="A probe's threshold (decision: score >= it); None for an expression.")
-    evidence: list[Evidence] = Field(description="A probe's features with the largest positive contributions, "
+    evidence: list[Evidence] = Field(description="A probe's features that pushed hardest toward its decision (the "
+                                     "largest positive contributions for a yes, the most negative for a no), "
                                      "strongest first; an expression's features that fire, strongest first.")
     segment: Span | None = Field(default=None, description="An expression with SEGMENT(…): the clause it matched on.")
     scope: list[Span] | None = Field(default=None, description="A scoped probe: the clauses that name its topic "

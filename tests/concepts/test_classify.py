@@ -142,8 +142,9 @@ async def test_a_stored_note_sent_as_text_gets_the_score_apply_gave_it(app, clie
 
     probe = await check_equal_to_apply(client, auth, app, made["probe"], texts)
     assert probe["items"][0]["threshold"] == 0.5
-    carried = [e for item in probe["items"] for e in item["evidence"]]
-    assert carried and all(e["contribution"] > 0 and e["read_on"] == "note" and e["segment"] for e in carried)
+    carried = [(item["decision"], e) for item in probe["items"] for e in item["evidence"]]
+    assert {d for d, _ in carried} == {True, False}  # the evidence of a yes speaks for it, of a no against
+    assert all((e["contribution"] > 0) == d and e["read_on"] == "note" and e["segment"] for d, e in carried)
 
     scoped = await check_equal_to_apply(client, auth, app, made["scoped"], texts)
     for item, text in zip(scoped["items"], texts):

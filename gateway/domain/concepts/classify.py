@@ -148,12 +148,14 @@ def _segments_of(encoded: EncodedTexts, text: int) -> np.ndarray:
 
 
 def probe_evidence(prepared: Prepared, scored: Scored, encoded: EncodedTexts, i: int) -> list[dict[str, Any]]:
-    """Text i's features with the largest positive activation × weight on the rows the probe reads."""
+    """Text i's features whose activation × weight (on the rows the probe reads) pushed hardest toward its decision:
+    the largest positive for a yes, the most negative for a no."""
     n, weights = prepared.space.n_features, prepared.probe.weights
     lo, hi = scored.read.indptr[i], scored.read.indptr[i + 1]
     cols = scored.read.indices[lo:hi]
     contrib = scored.read.data[lo:hi] * weights[cols]
-    order = [j for j in np.argsort(-contrib, kind="stable")[:EVIDENCE] if contrib[j] > 0]
+    toward = contrib if scored.decision[i] else -contrib
+    order = [j for j in np.argsort(-toward, kind="stable")[:EVIDENCE] if toward[j] > 0]
     own = _segments_of(encoded, i)
     scoped = prepared.probe.probe.get("segment_words") is not None
     in_scope = own[np.isin(own, scored.scope)] if scoped else own
