@@ -67,6 +67,17 @@ class SaeRunCreate(BaseModel):
         return ([self.config] if self.config else []) + list(self.sweep) or [SaeConfig()]
 
 
+class TrainingText(BaseModel):
+    """How much text the SAE learned from, against what real clinical text showed it needs."""
+
+    documents: int = Field(description="Documents it was trained and encoded on.")
+    characters: int = Field(description="Their characters.")
+    enough_characters: int = Field(description="On real clinical cases the probe's F1 with 100 labels kept rising "
+                                   "until the SAE had read this many characters.")
+    enough: bool
+    advice: str | None = Field(default=None, description="When it read less: what that costs and what to do.")
+
+
 class SaeRunOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -82,6 +93,8 @@ class SaeRunOut(BaseModel):
     imported: bool
     metrics: dict[str, Any] | None = Field(description="Held-out FVU, explained variance, dead fraction, L0, MSE.")
     loss_curve: list[Any] | None = Field(default=None, description="Per step (decimated): loss, fvu, explained variance, dead fraction, l0.")
+    training_text: TrainingText | None = Field(default=None, description="How much text it learned from, and whether "
+                                               "that is enough (GET /sae-runs/{id} only).")
     created_at: datetime
     finished_at: datetime | None
 

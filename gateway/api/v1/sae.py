@@ -24,6 +24,7 @@ from gateway.domain.runs.encode import encode_run_texts
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.sae import create_sae_runs
 from gateway.domain.runs.sae_import import import_sae_run
+from gateway.domain.runs.training_text import training_text
 from gateway.uploads import receive_upload
 
 router = APIRouter(prefix="/sae-runs", tags=["SAE runs"])
@@ -43,7 +44,8 @@ SaeRunDep = Annotated[SaeRun, Depends(valid_sae_run)]
 def run_summary(run: SaeRun) -> SaeRunOut:
     """A run without its loss curve: a deferred column, not loaded for lists, and not there yet
     for a run just created (which may already be detached from its session)."""
-    return SaeRunOut.model_validate({name: getattr(run, name) for name in SaeRunOut.model_fields if name != "loss_curve"})
+    return SaeRunOut.model_validate({name: getattr(run, name) for name in SaeRunOut.model_fields
+                                     if name not in ("loss_curve", "training_text")})
 
 
 def valid_feature_index(run: SaeRunDep, index: int) -> int:
@@ -100,8 +102,8 @@ def list_sae_runs(
 
 
 @router.get("/{run_id}", response_model=SaeRunOut, responses=NOT_FOUND)
-def get_sae_run(run: SaeRunDep, _: CurrentKey) -> SaeRunOut:
-    return SaeRunOut.model_validate(run)
+def get_sae_run(run: SaeRunDep, session: SessionDep, _: CurrentKey) -> SaeRunOut:
+    return SaeRunOut.model_validate(run).model_copy(update={"training_text": training_text(session, run)})
 
 
 @router.get("/{run_id}/features", response_model=FeaturePage, responses=NOT_FOUND)
