@@ -24,7 +24,7 @@ from gateway.domain.auth.service import Principal
 # path lacks the prefix of the router that includes it (`/api/v1`); the API and the dashboard agree on these.
 ADMIN_PREFIXES = ("/api-keys", "/users", "/projects", "/audit-events", "/audit", "/admin")
 READS_BY_POST = frozenset({"/sae-runs/{run_id}/search", "/logout", "/project", "/concepts/{concept_id}/classify",
-                           "/sae-runs/{run_id}/encode"})
+                           "/sae-runs/{run_id}/encode", "/sae-runs/{run_id}/paste", "/concepts/{concept_id}/try"})
 LABELLING = frozenset({"/concepts/{concept_id}/labels/{document_id}", "/concepts/{concept_id}/labels",
                        "/concepts/{concept_id}/labels/{document_id}/undo", "/concepts/{concept_id}/labels/import",
                        "/concepts/{concept_id}/queue", "/concepts/{concept_id}/retrain",

@@ -11,6 +11,7 @@ from gateway.dashboard.feature_examples import router as feature_examples
 from gateway.dashboard.label_pages import router as label_pages
 from gateway.dashboard.label_start import router as label_start
 from gateway.dashboard.pages import public, router as private
+from gateway.dashboard.paste_pages import router as paste_pages
 from gateway.dashboard.sae_pages import router as sae_pages
 from gateway.dashboard.search_pages import router as search_pages
 from gateway.dashboard.views import dashboard_access
@@ -20,7 +21,7 @@ router.include_router(public)
 router.include_router(api_docs_assets)
 # The form before the concept pages: /concepts/new is not /concepts/{concept_id}.
 for pages in (private, sae_pages, feature_examples, search_pages, document_page, concept_form, concept_pages,
-              label_pages, label_start, audit_pages, api_docs):
+              label_pages, label_start, paste_pages, audit_pages, api_docs):
     router.include_router(pages, dependencies=[Depends(dashboard_access)])  # role and project, as the API
 
 __all__ = ["router"]

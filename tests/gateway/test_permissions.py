@@ -132,6 +132,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/sae-runs/{run_id}/search"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/search/suggest"): READ_IN_PROJECT,
     ("POST", "/sae-runs/{run_id}/label"): WRITE_IN_PROJECT,  # "Label these": creates a concept
+    ("POST", "/sae-runs/{run_id}/paste"): READ_BY_POST,  # a pasted note read: tests/gateway/test_paste_pages.py
     ("GET", "/sae-runs/{run_id}/documents/{document_id}"): READ_IN_PROJECT,
     ("GET", "/concepts"): ANY_KEY,
     ("GET", "/concepts/new"): ANY_KEY,                   # the form lists the caller's own project's runs
@@ -140,6 +141,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/concepts/{concept_id}/apply"): READ_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/apply"): WRITE_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/delete"): WRITE_IN_PROJECT,
+    ("POST", "/concepts/{concept_id}/try"): READ_BY_POST,  # a pasted note decided
     ("GET", "/concepts/{concept_id}/label"): READ_IN_PROJECT,      # a viewer reads it, is handed no note
     ("GET", "/concepts/{concept_id}/label/status"): READ_IN_PROJECT,
     ("POST", "/concepts/{concept_id}/label/answer"): WRITE_IN_PROJECT,  # a labeller too: tests/gateway/test_label_pages.py
