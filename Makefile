@@ -114,12 +114,13 @@ compose-cli:
 test: install services chromium compose-cli
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -n auto --durations=15 $(PYTEST_ARGS)
 
-# The README's pictures, docs/screenshots/*.png, taken by the demo tour (tests/browser/test_demo_tour.py) and the
-# labelling test (tests/browser/test_dashboard_labelling.py);
+# The README's pictures, docs/screenshots/*.png, taken by the demo tour (tests/browser/test_demo_tour.py), the
+# labelling test (tests/browser/test_dashboard_labelling.py) and the paste test (tests/browser/test_dashboard_paste.py);
 # `make test` takes the same ones into a temporary folder and leaves these alone.
 screenshots: install chromium
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PRISMA_README_SCREENSHOTS=$(CURDIR)/docs/screenshots \
-	  $(BIN)/python -m pytest tests/browser/test_demo_tour.py tests/browser/test_dashboard_labelling.py $(PYTEST_ARGS)
+	  $(BIN)/python -m pytest tests/browser/test_demo_tour.py tests/browser/test_dashboard_labelling.py \
+	  tests/browser/test_dashboard_paste.py $(PYTEST_ARGS)
 
 demo: install
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PRISMA_LOG_JSON=false $(BIN)/prisma demo
