@@ -105,8 +105,12 @@ def language(lang: str) -> dict:
     out = {"sentences": sentences, "cases_cached": len(ds.texts) - sentences,
            "config": cfg.model_dump(include={"expansion_factor", "k", "epochs", "max_steps", "batch_size", "train_on",
                                              "document_codes"}), "points": []}
+    done: set[int] = set()
     for cases in CASES:
         n = len(ds.texts) if cases is None else sentences + min(cases, len(ds.texts) - sentences)
+        if n in done:  # fewer cases cached than asked: that point is the last one
+            continue
+        done.add(n)
         row = {"cases": n - sentences, **point(ds, seg, n, cfg, train, test)}
         print(f"  {lang} {row['cases']} cases: FVU {row['fvu_heldout']}, probe {row['probe_f1_at']}, "
               f"tfidf {row['tfidf_lr_f1_at']} ({row['seconds']} s)", flush=True)
