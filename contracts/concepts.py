@@ -256,8 +256,8 @@ class ProbeOut(BaseModel):
     cv_f1: float | None = Field(description="Mean cross-validated F1 at that C, on the training split (None: too few "
                                             "labels to cross-validate).")
     readout: Literal["l1", "row_l2"] = Field(default="l1", description=(
-        "l1: L1 logistic regression on the codes (a concept made from examples); row_l2: codes at unit norm per note, "
-        "L2 logistic regression (a concept trained on its label set)."))
+        "l1: L1 logistic regression on the codes; row_l2: codes at unit norm per note, L2 logistic regression. The "
+        "one with the better cross-validated F1 on the training labels (with its C)."))
     intercept: float
     threshold: float = Field(description="Probability at or above which a document matches.")
     n_features: int = Field(description="Features with a non-zero weight.")

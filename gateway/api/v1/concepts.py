@@ -29,9 +29,9 @@ ERRORS = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": Err
 
 @router.post("", response_model=ConceptOut, status_code=status.HTTP_201_CREATED, responses=ERRORS)
 async def new_concept(body: ConceptCreate, request: Request, principal: CurrentKey, rid: RequestId) -> ConceptOut:
-    """A saved expression (evaluated on its `examples` when given), or a sparse probe: L1 logistic
-    regression on the run's codes, C by cross-validation, trained on the training split of its
-    `examples` and scored on the held-out split. An expression error is a 422 with its line and column."""
+    """A saved expression (evaluated on its `examples` when given), or a probe: logistic regression on the run's
+    codes (L1 on the codes or L2 on unit-norm rows, and C, by cross-validation), trained on the training split
+    of its `examples` and scored on the held-out split. An expression error is a 422 with its line and column."""
     concept_id = await create_concept(request.app.state, body, principal, rid)
     # A fresh session: the request's own began before the concept was committed (SQLite snapshots).
     with session_scope(request.app.state.factory) as session:

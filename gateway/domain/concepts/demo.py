@@ -157,7 +157,7 @@ async def create_demo_concepts(state: Any, sae_run_id: int, principal: Principal
         has_segments = run_data(session, state.store, sae_run_id).space.segments is not None
     if PROBE_NAME not in ids:
         body = ConceptCreate(sae_run_id=sae_run_id, name=PROBE_NAME, kind="probe", examples=EXAMPLES,
-                             description="L1 logistic regression on the SAE features: notes labelled with a confirmed "
+                             description="A probe on the SAE features: notes labelled with a confirmed "
                                          "bronchiolitis against every other note, suspected ones included.")
         ids[PROBE_NAME] = await create_concept(state, body, principal, None)
     if EXPRESSION_NAME not in ids:
