@@ -8,15 +8,15 @@ through its API in embedded mode, cached in /tmp/prisma-bench/real/<set>). One f
 25 % of the layer-1 sentences held out, the same for every method and budget. Training labels: 10 seeded
 uniform draws from the training sentences at 50, 100, 200 and 400 labels, and all of them (one draw: the
 fits are seeded alike). F1 of `not_actual` on the held-out sentences for:
-  - probe: the product's probe concept's fit, `gateway.domain.concepts.probe.fit_probe` (L1 logistic
-    regression, C by CV, one-standard-error rule) on the SAE run's document codes, `predict` on the held-out
-    codes: the product's own function on the run's codes, not POST /api/v1/concepts (a concept per draw,
-    164 per language with their apply jobs, does not fit this machine's time; the concept's own held-out split
-    would also take a quarter of each draw's labels away);
-  - probe_l2: `gateway.domain.concepts.readout.fit_readout` (rows L2-normalised, L2 logistic regression,
-    C by inner CV on the draw's labels) and `readout_probability >= 0.5`;
-  - readout_default: `fit_readout` as the product calls it today (row_l2 and l1 compete by CV on the labels;
-    `readout_default_picked` counts which won);
+  - probe: the product's probe concept's fit, `gateway.domain.concepts.readout.fit_readout` (rows L2-normalised
+    with an L2 logistic regression, or the raw codes with an L1 one, the readout and C chosen by inner CV on the
+    draw's labels; `readout_picked` counts which won) on the SAE run's document codes, P >= 0.5 on the held-out
+    codes: the product's own function on the run's codes, not POST /api/v1/concepts (a concept per draw, 164 per
+    language with their apply jobs, does not fit this machine's time; the concept's own held-out split would also
+    take a quarter of each draw's labels away);
+  - probe_l1: `gateway.domain.concepts.probe.fit_probe` (L1 logistic regression, C by CV, one-standard-error
+    rule), the probe concepts' readout before this one;
+  - probe_l2: `fit_readout` with its row-L2 readout alone;
   - tfidf_lr: the product's TF-IDF baseline (`baselines._fit_tfidf`: word 1-2-grams, balanced LR, C by CV);
   - dense_lr: balanced L2 logistic regression on the embedding run's document vectors, C by stratified CV on F1;
   - regex: bench/cue_regex.py's negation and hedging cues of the language (no training; the same every budget).
@@ -53,7 +53,7 @@ from gateway.domain.concepts.readout import f1_of
 RESULTS = ROOT / "bench/results/e3c.json"
 BUDGETS = (50, 100, 200, 400)
 DRAWS = 10
-METHODS = ("probe", "probe_l2", "readout_default", "tfidf_lr", "dense_lr", "regex")
+METHODS = ("probe", "probe_l1", "probe_l2", "tfidf_lr", "dense_lr", "regex")
 DENSE_CS = np.logspace(-2, 3, 6)
 
 
@@ -94,13 +94,13 @@ def predictions(ds: Any, train: np.ndarray, test: np.ndarray, seed: int, chosen:
     readout the product's fit_readout picked)."""
     y = ds.y[train]
     out = {}
-    probe = fit_probe(ds.codes[train], y, seed=seed)
-    out["probe"] = np.asarray(probe.predict(ds.codes[test]), dtype=np.int64)
+    fitted = readout_fit(ds.codes[train], y, seed)
+    out["probe"] = (readout_p(fitted, ds.codes[test]) >= 0.5).astype(np.int64)
+    chosen.append(getattr(fitted, "readout", "row_l2"))
+    l1 = fit_probe(ds.codes[train], y, seed=seed)
+    out["probe_l1"] = np.asarray(l1.predict(ds.codes[test]), dtype=np.int64)
     out["probe_l2"] = (readout_p(readout_fit(ds.codes[train], y, seed, only_l2=True), ds.codes[test]) >= 0.5).astype(
         np.int64)
-    fitted = readout_fit(ds.codes[train], y, seed)
-    out["readout_default"] = (readout_p(fitted, ds.codes[test]) >= 0.5).astype(np.int64)
-    chosen.append(getattr(fitted, "readout", "row_l2"))
     tfidf = _fit_tfidf([ds.texts[i] for i in train], y, seed)
     out["tfidf_lr"] = (np.zeros(len(test), np.int64) if tfidf is None
                        else tfidf[1].predict(tfidf[0].transform([ds.texts[i] for i in test])).astype(np.int64))
@@ -147,7 +147,7 @@ def run_language(lang: str, cap: int) -> dict:
                "sd": {k: round(float(np.std(v)), 4) for k, v in scores[m].items()},
                "draws": {k: len(v) for k, v in scores[m].items()}} for m in METHODS},
         "regex_pattern": CUES[lang].pattern,
-        "readout_default_picked": {n: {r: v.count(r) for r in sorted(set(v))} for n, v in picked.items()},
+        "readout_picked": {n: {r: v.count(r) for r in sorted(set(v))} for n, v in picked.items()},
     }
 
 
@@ -206,12 +206,12 @@ def write(out: Path, report: dict, langs: dict, cap: int) -> None:
     report.update({
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "positive": "not_actual", "budgets": keys, "draws": DRAWS, "methods": list(METHODS),
-        "probe_path": "gateway.domain.concepts.probe.fit_probe on the SAE run's codes (the product's probe function, "
-                      "called directly, not through POST /api/v1/concepts)",
+        "probe_path": "gateway.domain.concepts.readout.fit_readout on the SAE run's codes (the product's probe "
+                      "function, called directly, not through POST /api/v1/concepts)",
         "layer3_cap_chars": cap,
         "languages": langs, "missing_languages": [lang for lang in LANGUAGES if lang not in langs],
         "means": {"languages": list(langs), **means},
-        "goals": goals(langs, means), "goals_probe_l2": goals(langs, means, "probe_l2"),
+        "goals": goals(langs, means), "goals_probe_l1": goals(langs, means, "probe_l1"),
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=ROOT, capture_output=True, text=True).stdout.strip(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(),
         "command": " ".join(["python bench/real_text.py", *sys.argv[1:]]),
