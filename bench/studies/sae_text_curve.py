@@ -7,6 +7,10 @@ product's probe readout (`fit_readout`) on the sentences' codes (max over their 
 100 labels (10 draws) and with all labels, on bench/real_text.py's split; TF-IDF + LR on the same draws beside it.
 
     nice -n 10 .venv/bin/python bench/studies/sae_text_curve.py --languages en
+    nice -n 10 .venv/bin/python bench/studies/sae_text_curve.py --languages en,es,fr,eu --variants
+
+With --variants, the SAE on every cached case with one setting changed at a time from the default (expansion 4 or
+16, k 16 or 64, twice the epochs, trained on documents or segments alone), measured the same way (`variants`).
 
 Writes bench/studies/results/sae-text-curve.json.
 """
@@ -40,6 +44,9 @@ from services.sae.trainer import SaeTrainer, holdout_metrics, holdout_split  # n
 
 OUT = ROOT / "bench/studies/results/sae-text-curve.json"
 CASES = (0, 100, 300, 1000, None)  # None: every cached case
+VARIANTS = {"expansion_factor=4": {"expansion_factor": 4}, "expansion_factor=16": {"expansion_factor": 16},
+            "k=16": {"k": 16}, "k=64": {"k": 64}, "epochs x2": {"epochs": 100},
+            "train_on=documents": {"train_on": "documents"}, "train_on=segments": {"train_on": "segments"}}
 DRAWS, LABELS = 10, 100
 
 
@@ -118,15 +125,39 @@ def language(lang: str) -> dict:
     return out
 
 
+def variants(lang: str) -> dict:
+    """Every cached case, the default and one setting changed at a time."""
+    ds = prepare(f"e3c-{lang}")
+    seg = segment_vectors(f"e3c-{lang}", len(ds.texts))
+    base = SaeConfig(device="cpu").validate_for_dim(ds.dense.shape[1]).resolved(True)
+    train, test = group_split(ds)
+    out = {}
+    for name, change in {"default": {}, **VARIANTS}.items():
+        cfg = base.model_copy(update=change)
+        out[name] = point(ds, seg, len(ds.texts), cfg, train, test)
+        print(f"  {lang} {name}: FVU {out[name]['fvu_heldout']}, probe {out[name]['probe_f1_at']} "
+              f"({out[name]['seconds']} s)", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--languages", default="en")
+    parser.add_argument("--variants", action="store_true", help="the SAE's settings on every cached case")
     args = parser.parse_args()
     torch.set_num_threads(1)  # an SAE step on two shared cores: one thread is faster (bench/status.py --threads)
     report = json.loads(OUT.read_text()) if OUT.exists() else {}
     langs = report.get("languages", {})
     for lang in [s.strip() for s in args.languages.split(",") if s.strip()]:
-        langs[lang] = language(lang)
+        if args.variants:
+            report.setdefault("variants", {})[lang] = variants(lang)
+            report["variants_means"] = {
+                name: {k: round(float(np.mean([v[name]["probe_f1_at"][k] for v in report["variants"].values()])), 4)
+                       for k in ("100", "all")} | {"fvu_heldout": round(float(np.mean(
+                           [v[name]["fvu_heldout"] for v in report["variants"].values()])), 4)}
+                for name in ("default", *VARIANTS)}
+        else:
+            langs[lang] = language(lang)
         report.update({
             "what": __doc__.split("\n\n")[0].replace("\n", " "), "languages": langs,
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
