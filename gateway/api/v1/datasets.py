@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
+from contracts.append import AppendOut
 from contracts.catalog import DatasetOut, DatasetPage, DocumentOut, DocumentPage, ErrorOut
 from contracts.datasets import ColumnMapping
 from gateway.deps import CurrentKey, DatasetDep, RequestId, SessionDep, SettingsDep, StoreDep
@@ -16,6 +17,7 @@ from gateway.domain.auth import trail
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.auth.accounts import project_for_upload
 from gateway.domain.datasets import repo
+from gateway.domain.datasets.append import AppendRequest, append_documents
 from gateway.domain.datasets.models import Dataset, Document
 from gateway.domain.datasets.service import ImportLimits, ImportRequest, delete_dataset, import_dataset
 from gateway.uploads import UploadError, receive_upload
@@ -151,6 +153,28 @@ async def create_dataset(
     ds = await receive_and_import(request, settings, store, principal, rid)
     with request.app.state.factory() as session:
         return dataset_out(session, ds)
+
+
+@router.post("/{dataset_id}/documents", status_code=status.HTTP_201_CREATED, response_model=AppendOut,
+             openapi_extra=UPLOAD_BODY, responses={**ERRORS, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
+async def append_to_dataset(
+    dataset_id: int, request: Request, principal: CurrentKey, settings: SettingsDep, store: StoreDep, rid: RequestId
+) -> AppendOut:
+    """Add documents after the dataset's (the upload's formats and checks; an id already in the dataset is
+    refused): all are stored, or none (4xx names the line). Runs keep their codes until extended."""
+    upload = await receive_upload(request, tmp_dir=settings.uploads_dir, max_bytes=settings.max_upload_bytes)
+    try:
+        req = AppendRequest(dataset_id=dataset_id, path=upload.file_path, filename=upload.filename,
+                            declared_format=upload.fields.get("format") or None,
+                            mapping=mapping_from_form(upload.fields), upload_size=upload.size)
+        limits = ImportLimits(max_document_bytes=settings.max_document_bytes,
+                              max_uncompressed_bytes=settings.max_upload_bytes, batch_size=settings.import_batch_size)
+        done = await run_in_threadpool(append_documents, request.app.state.factory, store, req, limits=limits,
+                                       principal=principal, request_id=rid)
+    finally:
+        upload.cleanup()
+    return AppendOut(dataset_id=done.dataset_id, added=done.added, n_documents=done.n_documents,
+                     first_position=done.first_position)
 
 
 @router.get("", response_model=DatasetPage)

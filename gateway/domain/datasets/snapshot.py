@@ -48,5 +48,9 @@ class SnapshotWriter:
         )
         self._writer.write_table(table)
 
+    def write_table(self, table: pa.Table) -> None:
+        """Rows already in the snapshot's layout (another snapshot's row group)."""
+        self._writer.write_table(table.select(SNAPSHOT_SCHEMA.names).cast(SNAPSHOT_SCHEMA))
+
     def close(self) -> None:
         self._writer.close()
