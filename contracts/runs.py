@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from contracts.append import RunCoverage
 from contracts.embed import EmbeddingRunSpec
 from contracts.sae import FamiliesConfig, SaeConfig, StatsConfig
 
@@ -95,6 +96,8 @@ class SaeRunOut(BaseModel):
     loss_curve: list[Any] | None = Field(default=None, description="Per step (decimated): loss, fvu, explained variance, dead fraction, l0.")
     training_text: TrainingText | None = Field(default=None, description="How much text it learned from, and whether "
                                                "that is enough (GET /sae-runs/{id} only).")
+    coverage: RunCoverage | None = Field(default=None, description="Documents learned from, encoded, and appended to "
+                                         "the dataset since (GET /sae-runs/{id} only).")
     created_at: datetime
     finished_at: datetime | None
 

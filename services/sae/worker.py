@@ -15,10 +15,12 @@ import torch
 from arq.connections import RedisSettings
 
 from artifacts import ArtifactStore
+from contracts.append import SaeRestatsPayload
 from contracts.jobs import Progress, dump_job_data, load_job_data, progress_key
 from contracts.sae import SaeImportPayload, SaeSweepPayload, SaeTrainPayload
 from services.sae.config import SaeSettings, get_settings
 from services.sae.pipeline import analyse_imported_sae, train_sae
+from services.sae.restats import restats
 
 QUEUE = "sae"
 
@@ -86,10 +88,17 @@ async def sae_sweep(ctx: dict[str, Any], payload: dict[str, Any]) -> list[dict[s
     return results
 
 
+async def sae_restats(ctx: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """A run's statistics over all its codes (after an extension); returns SaeRestatsResult as JSON."""
+    job = SaeRestatsPayload.model_validate(payload)
+    result = await _in_thread(ctx, lambda progress, stop: restats(job, ctx["store"]))
+    return result.model_dump(mode="json")
+
+
 class WorkerSettings:
     """`arq services.sae.worker.WorkerSettings`."""
 
-    functions = [sae_train, sae_sweep, sae_import]
+    functions = [sae_train, sae_sweep, sae_import, sae_restats]
     queue_name = QUEUE
     on_startup = startup
     job_serializer = staticmethod(dump_job_data)

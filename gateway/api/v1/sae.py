@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
+from contracts.append import ExtendOut, ExtendRequest
 from contracts.catalog import ErrorOut
 from contracts.classify import EncodeOut, EncodeTextsRequest
 from contracts.jobs import JobOut
@@ -22,6 +23,7 @@ from gateway.domain.runs import repo
 from gateway.domain.runs.models import SaeRun
 from gateway.domain.runs.encode import encode_run_texts
 from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.extend import coverage, start_extend
 from gateway.domain.runs.sae import create_sae_runs
 from gateway.domain.runs.sae_import import import_sae_run
 from gateway.domain.runs.training_text import training_text
@@ -45,7 +47,7 @@ def run_summary(run: SaeRun) -> SaeRunOut:
     """A run without its loss curve: a deferred column, not loaded for lists, and not there yet
     for a run just created (which may already be detached from its session)."""
     return SaeRunOut.model_validate({name: getattr(run, name) for name in SaeRunOut.model_fields
-                                     if name not in ("loss_curve", "training_text")})
+                                     if name not in ("loss_curve", "training_text", "coverage")})
 
 
 def valid_feature_index(run: SaeRunDep, index: int) -> int:
@@ -103,7 +105,17 @@ def list_sae_runs(
 
 @router.get("/{run_id}", response_model=SaeRunOut, responses=NOT_FOUND)
 def get_sae_run(run: SaeRunDep, session: SessionDep, _: CurrentKey) -> SaeRunOut:
-    return SaeRunOut.model_validate(run).model_copy(update={"training_text": training_text(session, run)})
+    return SaeRunOut.model_validate(run).model_copy(update={"training_text": training_text(session, run),
+                                                           "coverage": coverage(session, run)})
+
+
+@router.post("/{run_id}/extend", response_model=ExtendOut, status_code=status.HTTP_202_ACCEPTED,
+             responses={**NOT_FOUND, 409: {"model": ErrorOut}})
+async def extend_sae_run(run_id: int, request: Request, principal: CurrentKey, rid: RequestId,
+                         body: ExtendRequest | None = None) -> ExtendOut:
+    """Encode the documents appended to the run's dataset since it was trained, with its trained SAE (no
+    retraining), and recompute its feature statistics over all its codes: a job (GET /jobs/{job_id})."""
+    return await start_extend(request.app.state, run_id, body or ExtendRequest(), principal, rid)
 
 
 @router.get("/{run_id}/features", response_model=FeaturePage, responses=NOT_FOUND)

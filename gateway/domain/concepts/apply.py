@@ -30,6 +30,7 @@ from gateway.domain.concepts.service import (get_or_404, match_expression, probe
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.jobs.runner import JobContext
 from gateway.domain.jobs.service import RateMeter, submit
+from gateway.search.space import codes_uri
 
 KIND = "concept_apply"
 TOP_FEATURES = 5  # matching features kept per document for the export
@@ -39,6 +40,12 @@ class ConceptApplyJob(BaseModel):
     concept_id: int
     version: str = Field(description="Hash of the concept's definition: a new concept never reuses an old job.")
     block_rows: int = Field(default=50_000, ge=1, description="Documents per checkpointed block.")
+    codes: str | None = Field(default=None, description="The codes it scores where the run was extended to appended "
+                              "notes (runs/extend.py): applying after an extension is a new job.")
+
+    def prefix(self) -> str:
+        tag = f"-{hashlib.sha256(self.codes.encode()).hexdigest()[:8]}" if self.codes else ""
+        return f"concepts/{self.concept_id}/apply-{self.version}{tag}"
 
 
 def concept_version(concept: Concept) -> str:
@@ -56,8 +63,9 @@ async def start_apply(app_state: Any, concept_id: int, principal: Principal, req
             raise ConceptInputError(f"concept {concept_id} has no trained probe yet: label notes of both classes "
                                     f"(POST /api/v1/concepts/{concept_id}/queue), then retrain", field="concept_id",
                                     status_code=409)
-        run_data(session, app_state.store, concept.sae_run_id)  # 409 while the run has no codes
-        payload = ConceptApplyJob(concept_id=concept.id, version=concept_version(concept), block_rows=block_rows)
+        data = run_data(session, app_state.store, concept.sae_run_id)  # 409 while the run has no codes
+        payload = ConceptApplyJob(concept_id=concept.id, version=concept_version(concept), block_rows=block_rows,
+                                  codes=codes_uri(data.run) if (data.run.result or {}).get("extension") else None)
         audit(session, principal, "concept.apply", target_type="concept", target_id=concept.id, request_id=request_id)
     job = await submit(app_state.factory, app_state.runner, kind=KIND, queue="gateway", payload=payload,
                        created_by_key_id=principal.key_id)
@@ -114,7 +122,7 @@ def apply_concept(ctx: JobContext, job: ConceptApplyJob) -> dict[str, Any]:
     words = scorer.probe.get("segment_words") if scorer.probe is not None else None
     codes = probe_codes(ctx.factory, dataset_id, space, segment_scope(space, words), np.arange(space.n_docs),
                         context=len(scorer.weights) > scorer.n_features)  # 2n weights: a probe with context
-    n_docs, prefix = codes.shape[0], f"concepts/{job.concept_id}/apply-{job.version}"
+    n_docs, prefix = codes.shape[0], job.prefix()
     keys = [f"{prefix}/block-{b:05d}.npz" for b in range(-(-n_docs // job.block_rows))]
     meter = RateMeter(n_docs, "documents")
     for b, key in enumerate(keys):
@@ -134,7 +142,7 @@ def _merge(ctx: JobContext, job: ConceptApplyJob, keys: list[str], n_docs: int) 
     order = np.lexsort((positions, -scores))  # best first; ties in document order
     buf = io.BytesIO()
     np.savez(buf, positions=positions[order], scores=scores[order], features=features[order])
-    info = ctx.store.write_bytes(f"concepts/{job.concept_id}/apply-{job.version}/matches.npz", buf.getvalue(),
+    info = ctx.store.write_bytes(f"{job.prefix()}/matches.npz", buf.getvalue(),
                                  kind="concept-matches")
     with session_scope(ctx.factory) as session:
         artifact_repo.record(session, info=info, owner_type="concept", owner_id=job.concept_id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from gateway.domain.concepts import apply
 from gateway.domain.features import interpret
 from gateway.domain.jobs.runner import Handler
-from gateway.domain.runs import embedding, sae, sae_import
+from gateway.domain.runs import embedding, extend, sae, sae_import
 
 HANDLERS: dict[str, Handler] = {
     embedding.KIND: embedding.embedding_run_handler,
@@ -17,4 +17,5 @@ HANDLERS: dict[str, Handler] = {
     sae_import.KIND: sae_import.sae_import_handler,
     interpret.KIND: interpret.interpret_handler,
     apply.KIND: apply.apply_handler,
+    extend.KIND: extend.sae_extend_handler,
 }

@@ -27,7 +27,8 @@ CURVE = "bench/studies/results/sae-text-curve.json"
 def training_text(session: Session, run: SaeRun) -> TrainingText | None:
     """The documents and characters the run's SAE was trained and encoded on (the first `num_documents` of its
     dataset), None before it has finished."""
-    documents = (run.result or {}).get("num_documents")
+    result = run.result or {}
+    documents = (result.get("extension") or {}).get("trained_documents") or result.get("num_documents")
     if run.status != "succeeded" or not documents:
         return None
     emb = repo.get_embedding_run(session, run_id=run.embedding_run_id)
