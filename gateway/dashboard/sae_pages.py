@@ -26,6 +26,7 @@ from gateway.domain.jobs import repo as job_repo
 from gateway.domain.jobs.service import to_out
 from gateway.domain.runs import repo as run_repo
 from gateway.domain.runs.errors import RunInputError
+from gateway.domain.runs.extend import coverage
 from gateway.domain.runs.models import SaeRun
 from gateway.domain.runs.sae import create_sae_runs
 from gateway.domain.runs.training_text import training_text
@@ -118,7 +119,8 @@ def sae_run_page(request: Request, run_id: int, session: SessionDep) -> Response
     job = job_repo.get_job(session, job_id=run.job_id) if run.job_id else None
     ctx = {**crumbs(session, run), "job": to_out(job) if job else None, "active": run.status in ("queued", "running"),
            "loss_chart": Markup(loss_chart(run)), "heatmaps": heatmaps(request.app.state.store, session, run),
-           "sweep": sweep_of(session, run), "training_text": training_text(session, run)}
+           "sweep": sweep_of(session, run), "training_text": training_text(session, run),
+           "coverage": coverage(session, run)}
     template = "partials/_sae_run.html" if request.headers.get("hx-request") else "pages/sae_run.html"
     return render(request, template, ctx)
 

@@ -17,6 +17,7 @@ from gateway.demo.corpus import generate_notes
 from gateway.domain.runs.models import SaeRun
 from tests.gateway.polling import wait_done
 from tests.gateway.shared_runs import SMALL
+from tests.gateway.test_label_pages import as_role  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.anyio
 N_OLD, N_NEW = 30, 7
@@ -54,7 +55,7 @@ async def trained_run(client, auth) -> tuple[int, int]:  # noqa: ANN001
     return ds, run["id"]
 
 
-async def test_extension_encodes_appended_notes_as_the_run_would(app, client, auth) -> None:  # noqa: ANN001
+async def test_extension_encodes_appended_notes_as_the_run_would(app, client, auth, as_role) -> None:  # noqa: ANN001, F811
     ds, run_id = await trained_run(client, auth)
     before = stored(app, run_id, "codes_csr")
     assert (await client.post(f"/api/v1/sae-runs/{run_id}/extend", headers=auth)).status_code == 409  # nothing new
@@ -66,6 +67,13 @@ async def test_extension_encodes_appended_notes_as_the_run_would(app, client, au
     run = (await client.get(f"/api/v1/sae-runs/{run_id}", headers=auth)).json()
     assert run["coverage"] == {"trained_documents": N_OLD, "encoded_documents": N_OLD,
                                "dataset_documents": N_OLD + N_NEW, "added_since_training": N_NEW, "not_encoded": N_NEW}
+    editor, _ = await as_role("editor", ds)
+    page = (await editor.get(f"/sae-runs/{run_id}")).text
+    assert f"{N_NEW} notes were added to the dataset since this SAE was trained" in page
+    assert f"Encode the {N_NEW} new notes" in page
+    viewer, _ = await as_role("viewer", ds)
+    page = (await viewer.get(f"/sae-runs/{run_id}")).text
+    assert "since this SAE was trained" in page and "Encode the" not in page
 
     resp = await client.post(f"/api/v1/sae-runs/{run_id}/extend", headers=auth, json={"batch_documents": 3})
     assert resp.status_code == 202, resp.text
@@ -78,6 +86,8 @@ async def test_extension_encodes_appended_notes_as_the_run_would(app, client, au
     assert run["coverage"]["encoded_documents"] == N_OLD + N_NEW and run["coverage"]["not_encoded"] == 0
     assert run["coverage"]["added_since_training"] == N_NEW  # the SAE still learned from the first N_OLD
     assert run["training_text"]["documents"] == N_OLD
+    page = (await editor.get(f"/sae-runs/{run_id}")).text
+    assert "All have codes from the trained SAE" in page and "Encode the" not in page
 
     codes = stored(app, run_id, "codes_csr")
     assert codes.shape[0] == N_OLD + N_NEW

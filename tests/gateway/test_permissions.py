@@ -129,6 +129,7 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/sae-runs/{run_id}/families"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/sweep"): row(404, 404, 404, 404, 404, 401),  # this run is alone, not in a sweep
     ("POST", "/sae-runs/{run_id}/interpret"): WRITE_IN_PROJECT,
+    ("POST", "/sae-runs/{run_id}/extend"): WRITE_IN_PROJECT,  # "Encode the new notes"
     ("POST", "/sae-runs/{run_id}/features/{index}/reinterpret"): WRITE_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/features/{index}/examples"): READ_IN_PROJECT,
     ("GET", "/sae-runs/{run_id}/search"): READ_IN_PROJECT,
