@@ -197,7 +197,9 @@ def compute_baselines(factory: sessionmaker[Session], dataset_id: int, labelled:
                 scoped_pred[done:end] = scoped[1].predict(scoped[0].transform(scope.texts(batch, texts)))
             done = end
     fitted_on = {"n_train": int(len(train_pos)), "sampled": sampled}
-    dense = dense_lr(vectors, train_pos, y_train, test_pos, examples.seed) if vectors is not None else None
+    # notes appended after the embedding run have codes (an extended SAE run) but no vectors of that run
+    covered = vectors is not None and max(int(train_pos.max(initial=-1)), int(test_pos.max(initial=-1))) < len(vectors)
+    dense = dense_lr(vectors, train_pos, y_train, test_pos, examples.seed) if covered else None
     if predicted is not None and len(predicted) != len(y_test):
         raise ValueError(f"predicted: {len(predicted)} predictions for {len(y_test)} held-out documents")
 
