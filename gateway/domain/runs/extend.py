@@ -142,7 +142,8 @@ async def _encode_batches(ctx: JobContext, job: SaeExtendJob, plan: Plan) -> lis
             texts = await asyncio.to_thread(_texts, ctx, plan.target.dataset_id, start, end)
             encoded = await encode_texts(ctx.services, plan.target, texts)
             await asyncio.to_thread(write_batch, ctx.store, key, encoded, start)
-        ctx.report(meter.progress(end - first, f"batch {b + 1} of {len(keys)}"), force=b == len(keys) - 1)
+        progress = meter.progress(end - first, f"batch {b + 1} of {len(keys)}")
+        await asyncio.to_thread(ctx.report, progress, force=b == len(keys) - 1)
     return keys
 
 
