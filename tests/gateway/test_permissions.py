@@ -74,8 +74,8 @@ MATRIX: dict[tuple[str, str], dict[str, object]] = {
     ("GET", "/api/v1/sae-runs/{run_id}/families"): READ_IN_PROJECT,
     ("GET", "/api/v1/sae-runs/{run_id}/families/{family_id}"): READ_IN_PROJECT,
     ("POST", "/api/v1/sae-runs/{run_id}/search"): READ_BY_POST,
-    ("POST", "/api/v1/sae-runs/{run_id}/encode"): READ_BY_POST,
-    ("POST", "/api/v1/sae-runs/{run_id}/extend"): WRITE_IN_PROJECT,  # the appended notes encoded  # texts sent now: reads, audited
+    ("POST", "/api/v1/sae-runs/{run_id}/encode"): READ_BY_POST,  # texts sent now: reads, audited
+    ("POST", "/api/v1/sae-runs/{run_id}/extend"): WRITE_IN_PROJECT,  # the appended notes encoded
     ("GET", "/api/v1/sae-runs/{run_id}/documents/{document_id}"): READ_IN_PROJECT,
     # concepts
     ("POST", "/api/v1/concepts"): WRITE,
