@@ -88,7 +88,8 @@ async def test_document_and_body_bounds(app, client, auth, dataset, settings) ->
     resp = await append(client, auth, dataset, "big.csv", big)
     assert resp.status_code in (413, 422), resp.text
     assert "limit" in resp.json()["detail"]
-    huge = b"id,text\n" + b"s,x\n" * (settings.max_upload_bytes // 4 + 1)
+    app.state.settings.max_upload_bytes = 200_000  # the bound is the upload's, streamed: a small one shows it
+    huge = b"id,text\n" + b"s,x\n" * (app.state.settings.max_upload_bytes // 4 + 1)
     resp = await append(client, auth, dataset, "huge.csv", huge)
     assert resp.status_code == 413, resp.text
     assert stored(app) == before
