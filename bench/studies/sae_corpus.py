@@ -11,7 +11,8 @@ config, from the product's default `SaeConfig()` resolved as a run with clause s
     they are in the same dataset, as in the product's run);
   - variants, every cached case, one setting changed at a time: expansion 4 / 16, k 16 / 64, twice the steps
     (100 epochs, the same warm-up and linear decay to the last step), trained on documents or on segments alone,
-    and the default again with SAE seeds 1 and 2 (initialisation and data order only: the noise of training);
+    and the default again with SAE seeds 1 and 2 (initialisation and data order only: the noise of training); each
+    variant again with SAE seed 1 (`--only "k=64 seed1",...`), read against the default on the same two seeds;
   - the curve again with SAE seeds 1 and 2 (`--only curve_seed1,curve_seed2`), and its mean over the three seeds.
 Held-out FVU: one fixed hold-out for every SAE, the product's own 10 % split of the whole cached dataset
 (`holdout_split`, seed 0; at the full corpus it is exactly the product's run's): those documents' clause and
@@ -28,7 +29,8 @@ and the readout on the product run's own cached codes (bench/results/e3c.json's 
     nice -n 10 .venv/bin/python bench/studies/sae_corpus.py --languages en
     nice -n 10 .venv/bin/python bench/studies/sae_corpus.py --languages en --only curve_seed1,curve_seed2
 
-Writes bench/studies/results/sae-corpus.json (after every SAE, so a stopped run keeps what it finished).
+Writes bench/studies/results/sae-corpus.json (after every SAE, so a stopped run keeps what it finished; a run
+skips what the file already holds, and `--only none` recomputes the summaries alone).
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ VARIANTS = {
     "steps x2 (epochs=100)": {"epochs": 100}, "train_on=documents": {"train_on": "documents"},
     "train_on=segments": {"train_on": "segments"}, "default_seed2": {"seed": 2},
 }
+REPEATED = ("k=16", "k=64", "expansion_factor=4", "expansion_factor=16", "steps x2 (epochs=100)", "train_on=segments",
+            "train_on=documents")
+VARIANTS |= {f"{name} seed1": {**VARIANTS[name], "seed": 1} for name in REPEATED}
+"""Each variant again with SAE seed 1, to be read against the default's seeds 0 and 1 (`variants_over_sae_seeds`)."""
 CURVE_SEEDS = (1, 2)  # the curve again with these SAE seeds (--only curve_seed1,curve_seed2)
 DRAWS, LABELS = 10, 100
 
@@ -173,12 +179,19 @@ def paired(row: dict, ref: dict) -> dict:
             "f1_all_minus_ref": round(row["f1_at"]["all"] - ref["f1_at"]["all"], 4)}
 
 
+def command() -> str:
+    return " ".join(["nice -n 10 .venv/bin/python bench/studies/sae_corpus.py",
+                     *(f"'{a}'" if " " in a else a for a in sys.argv[1:])])
+
+
 def save(report: dict) -> None:
     report.update({
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                  text=True).stdout.strip(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine() | {"torch_threads": torch.get_num_threads()},
-        "command": " ".join(["nice -n 10 .venv/bin/python bench/studies/sae_corpus.py", *sys.argv[1:]])})
+        "command": command()})
+    if report["command"] not in report.setdefault("commands", []):  # every run that wrote into this file, in order
+        report["commands"].append(report["command"])
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
 
@@ -250,8 +263,10 @@ def run_language(lang: str, only: set[str] | None, report: dict) -> None:
             continue
         r = L.sae(L.base.model_copy(update=change), L.n)
         r["change"] = change
-        if default is not None:
-            r["paired_vs_default"] = paired(r, default)
+        seed = change.get("seed", 0)
+        same_seed = default if seed == 0 or name.startswith("default") else variants.get(f"default_seed{seed}")
+        if same_seed is not None:
+            r["paired_vs_default"] = paired(r, same_seed)  # the default with the same SAE seed (seed 0 for its seeds)
         variants[name] = r
         save(report)
         print(f"{lang} {name}: FVU {r['fvu_heldout']}, F1 {r['f1_at']} sd {r['sd']} ({r['seconds_training']} s) "
@@ -271,6 +286,25 @@ def run_language(lang: str, only: set[str] | None, report: dict) -> None:
                 "fvu_sd_over_seeds": round(float(np.std([r["fvu_heldout"] for r in runs])), 4)}
             for r in variants.values():
                 r["minus_default_seed_mean"] = {k: round(r["f1_at"][k] - mean[k], 4) for k in ("100", "all")}
+        pairs = {}  # a variant over the SAE seeds it was trained with, against the default on the same seeds
+        for name in REPEATED:
+            seeds = {0: variants.get(name), 1: variants.get(f"{name} seed1")}
+            base = {0: default, 1: variants.get("default_seed1")}
+            got = [s for s in seeds if seeds[s] is not None and base[s] is not None]
+            if len(got) < 2:
+                continue
+            pairs[name] = {"sae_seeds": got, **{f"f1_{k}": round(float(np.mean([seeds[s]["f1_at"][k] for s in got])), 4)
+                                                for k in ("100", "all")},
+                           **{f"default_f1_{k}": round(float(np.mean([base[s]["f1_at"][k] for s in got])), 4)
+                              for k in ("100", "all")},
+                           **{f"minus_default_{k}_per_seed": [round(seeds[s]["f1_at"][k] - base[s]["f1_at"][k], 4)
+                                                               for s in got] for k in ("100", "all")},
+                           "fvu_heldout": round(float(np.mean([seeds[s]["fvu_heldout"] for s in got])), 4),
+                           "default_fvu_heldout": round(float(np.mean([base[s]["fvu_heldout"] for s in got])), 4)}
+            for k in ("100", "all"):
+                pairs[name][f"minus_default_{k}"] = round(pairs[name][f"f1_{k}"] - pairs[name][f"default_f1_{k}"], 4)
+        if pairs:
+            out["variants_over_sae_seeds"] = pairs
     out["seconds"] = round(out.get("seconds", 0) + time.perf_counter() - t0, 1)
     save(report)
 
