@@ -1,12 +1,11 @@
 """How much text an SAE run learned from, and whether that is enough (no FastAPI here).
 
 An SAE only finds the features of a corpus it has read enough of. On real clinical cases (E3C, the product's
-default SAE on the labelled sentences plus more and more unlabelled cases of the same source), the probe's F1 with
-100 labels rose with the SAE's text: English 0.57 (163 k characters), 0.62 (238 k), 0.66 (382 k), then flat within
-one training's noise (0.68 at 912 k, 0.65 at 1.16 M); Spanish 0.52 (166 k), 0.58 (511 k), 0.66 (1.17 M), still
-rising; Basque 0.72 (202 k), 0.78 (588 k), 0.78 (1.18 M); French 0.62 (163 k), 0.64 (1.15 M)
-(bench/studies/results/sae-text-curve.json). A run that learned from less than ENOUGH_CHARACTERS, about the most
-measured, says so.
+default SAE on the labelled sentences plus more and more unlabelled cases of the same source, three SAE seeds), the
+probe's F1 with 100 labels rose with the SAE's text: English 0.61 with no cases, 0.64 with 219 k characters of
+cases, 0.71 with 749 k, then flat; Spanish 0.54, 0.57 (345 k), 0.64 (1.0 M), still rising
+(bench/studies/results/sae-corpus.json; one seed each, with French and Basque: sae-text-curve.json). A run that
+learned from less than ENOUGH_CHARACTERS, about the most measured, says so.
 """
 
 from __future__ import annotations
