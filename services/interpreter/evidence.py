@@ -19,17 +19,13 @@ best chunk's character span.
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from contracts.interpret import EvidenceConfig, EvidenceIds
 from services.interpreter.corpus import Corpus
+from services.interpreter.neighbours import Neighbours
 
 
 class FeatureTooRare(ValueError):
@@ -129,15 +125,17 @@ def random_excluding(n: int, m: int, excluded: np.ndarray, rng: np.random.Genera
     m = min(m, available)
     if available <= 4 * m:
         return rng.choice(np.flatnonzero(~banned), m, replace=False)
-    out: list[int] = []
-    while len(out) < m:
-        for p in rng.integers(0, n, 2 * (m - len(out))):
-            if not banned[p]:
-                banned[p] = True
-                out.append(int(p))
-                if len(out) == m:
-                    break
-    return np.asarray(out, np.int64)
+    out: list[np.ndarray] = []
+    wanted = m
+    while wanted:
+        drawn = rng.integers(0, n, 2 * wanted)
+        drawn = drawn[~banned[drawn]]
+        _, first = np.unique(drawn, return_index=True)
+        kept = drawn[np.sort(first)][:wanted]  # each allowed position at its first draw, in the order drawn
+        banned[kept] = True
+        out.append(kept)
+        wanted -= len(kept)
+    return np.concatenate(out).astype(np.int64)
 
 
 def hard_negatives(corpus: Corpus, centre_rows: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
@@ -159,97 +157,6 @@ def nearest_outside(sims: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
     return top[np.argsort(-sims[top])].astype(np.int64)
 
 
-PREFETCH_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-"""Threads that find a batch's neighbours, one block of anchors each (each holds a [block, U] float32
-similarity matrix while it works: 51 MB at 200,000 distinct vectors)."""
-
-
-_POOL: list[ThreadPoolExecutor] = []
-_POOL_LOCK = threading.Lock()
-
-
-def _prefetch_pool() -> ThreadPoolExecutor:
-    """One pool for the process: threads made once keep their malloc arenas, which threads made per
-    batch would add to (measured: +330 MB of peak RSS over the 192 batches of 20,000 notes)."""
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="neighbours"))
-        return _POOL[0]
-
-
-class Neighbours:
-    """Each anchor document's nearest documents (cosine; activating or not, nearest first), found for
-    many anchors at once: one matrix product per `block` anchors reads the vectors once for all of
-    them, where one feature at a time would read them once a feature (at 200,000 documents that read
-    is most of the cost). The search runs over the *distinct* vectors: segments repeat (templates,
-    stock phrases: the demo's 71,298 clauses hold 15,017 distinct texts), copies share their vector,
-    and each distinct vector stands for its copies, listed in position order. The Namer prefetches a
-    whole batch's anchors (`depth` distinct vectors each); `rows` falls back to an exact search over
-    the distinct vectors for an anchor whose list runs short."""
-
-    def __init__(self, corpus: Corpus, depth: int = 512, block: int = 64) -> None:
-        self.corpus, self.depth, self.block = corpus, depth, block
-        self._near: dict[int, np.ndarray] = {}  # distinct vector -> the distinct vectors nearest to it
-        self._distinct, self._group, self._positions, self._starts = corpus.distinct
-
-    def _nearest(self, groups: np.ndarray, depth: int, banned: np.ndarray | None = None) -> np.ndarray:
-        """[G, depth] the distinct vectors nearest to each of `groups`, nearest first (`banned` [U] excluded)."""
-        sims = self._distinct[groups] @ self._distinct.T  # [G, U]
-        if banned is not None:
-            sims[:, banned] = -np.inf
-        np.negative(sims, out=sims)  # nearest = smallest, in place: no second [G, U] array
-        top = np.stack([np.argpartition(row, depth - 1)[:depth] for row in sims])  # a row at a time: no [G, U] int64
-        return np.take_along_axis(top, np.argsort(np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
-
-    def prefetch(self, anchors: Iterable[int]) -> None:
-        """Find the neighbours of every anchor not known yet (the previous batch's are dropped). The
-        blocks run on PREFETCH_THREADS threads, each product on one BLAS thread: numpy's partition and
-        sort release the GIL, so the selection runs in parallel too, not only the product."""
-        want = {int(g) for g in self._group[np.fromiter(anchors, np.int64)]}
-        self._near = {g: v for g, v in self._near.items() if g in want}
-        new = np.asarray(sorted(want - self._near.keys()), np.int64)
-        depth = min(self.depth, len(self._distinct))
-        blocks = [new[start:start + self.block] for start in range(0, len(new), self.block)]
-        threads = min(len(blocks), PREFETCH_THREADS)
-        if threads <= 1:
-            found = [self._nearest(rows, depth) for rows in blocks]
-        else:
-            with threadpool_limits(limits=1, user_api="blas"):
-                found = list(_prefetch_pool().map(lambda rows: self._nearest(rows, depth), blocks))
-        for rows, near in zip(blocks, found):
-            self._near.update(zip(rows.tolist(), near.astype(np.int32)))
-
-    def _expand(self, groups: np.ndarray, banned: np.ndarray, m: int) -> list[int]:
-        """The first m positions not banned of the copies of `groups`, in that order."""
-        groups = np.asarray(groups, np.int64)
-        lo, hi = self._starts[groups], self._starts[groups + 1]  # [G]: each group's copies
-        sizes = hi - lo
-        if not len(groups) or not sizes.sum():
-            return []
-        # the copies of every group, groups in order: positions[lo[i] + 0 .. sizes[i] - 1] for each i
-        copies = self._positions[np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))]
-        return copies[~banned[copies]][:m].tolist()
-
-    def rows(self, anchors: np.ndarray, active: np.ndarray, m: int) -> np.ndarray:
-        """[A, m]: each anchor's m nearest non-activating positions, nearest first (m <= non-activating)."""
-        banned = np.zeros(self.corpus.n_docs, bool)
-        banned[active] = True
-        taken: np.ndarray | None = None  # [U]: distinct vectors whose every copy is banned (found once)
-        out = []
-        for a in anchors.tolist():
-            g = int(self._group[a])
-            near = self._near.get(g)
-            kept = self._expand(near, banned, m) if near is not None else []
-            if len(kept) < m:  # unknown, or too many activating neighbours: exact search over the rest
-                if taken is None:
-                    taken = np.ones(len(self._distinct), bool)
-                    taken[self._group[~banned]] = False
-                depth = min(m, len(self._distinct) - int(taken.sum()))
-                kept = self._expand(self._nearest(np.array([g]), depth, taken)[0], banned, m)
-            out.append(np.asarray(kept, np.int64))
-        return np.stack(out)
-
-
 def neighbour_negatives(corpus: Corpus, anchors: np.ndarray, active: np.ndarray, m: int,
                         neighbours: Neighbours | None = None) -> np.ndarray:
     """m non-activating positions, each the nearest (cosine) not yet taken to one of `anchors` in turn
@@ -261,16 +168,9 @@ def neighbour_negatives(corpus: Corpus, anchors: np.ndarray, active: np.ndarray,
     if neighbours is None:
         neighbours = Neighbours(corpus, depth=m + len(active))
         neighbours.prefetch(anchors)
-    near = neighbours.rows(anchors, active, m)  # [A, m], nearest first
-    out: list[int] = []
-    taken: set[int] = set()
-    for p in near.T.ravel().tolist():  # rank by rank, anchors in order
-        if p not in taken:
-            taken.add(p)
-            out.append(p)
-            if len(out) == m:
-                break
-    return np.asarray(out, np.int64)
+    near = neighbours.rows(anchors, active, m).T.ravel()  # [m * A]: rank by rank, anchors in order
+    _, first = np.unique(near, return_index=True)
+    return near[np.sort(first)][:m].astype(np.int64)  # each position where first met
 
 
 def split_alternating(items: np.ndarray, n_a: int, n_b: int) -> tuple[np.ndarray, np.ndarray]:

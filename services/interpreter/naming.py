@@ -23,7 +23,8 @@ from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend,
 from services.interpreter.corpus import Corpus
 from services.interpreter.corpus_order import LANGUAGES, corpus_language, naming_order  # noqa: F401  (runs.py reads it here)
 from services.interpreter.calibration import curve_points, curve_threshold, holds_on
-from services.interpreter.evidence import EvidenceSet, FeatureTooRare, Neighbours, anchors_of, feature_rng, sample_evidence
+from services.interpreter.evidence import EvidenceSet, FeatureTooRare, anchors_of, feature_rng, sample_evidence
+from services.interpreter.neighbours import Neighbours
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
 from services.interpreter.near_misses import NearMisses
 from services.interpreter.thresholds import StemIndex, precision_curves
@@ -263,8 +264,8 @@ class Namer:
                   if p.record.interpretations]
         candidates = [*labels, *((-1, lab) for lab in pool)]
         for p in pending:
-            others = [lab for f, lab in candidates if f != p.record.feature
-                      and all(lab != i.label for i in p.record.interpretations)]
+            own = {i.label for i in p.record.interpretations}
+            others = [lab for f, lab in candidates if f != p.record.feature and lab not in own]
             if others and p.record.interpretations:
                 rng = feature_rng(self.evidence.seed + 1, p.record.feature)
                 p.control = others[int(rng.integers(len(others)))]

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from services.interpreter.corpus import Corpus
 from services.interpreter.evidence import EvidenceSet, feature_rng
+from services.interpreter.rows import column_counts
 
 CO_FEATURES = 5
 HOLDOUT = 20
@@ -40,7 +41,7 @@ class NearMisses:
 
     def co_firing(self, feature: int, active: np.ndarray) -> list[int]:
         """The CO_FEATURES features that fire most often where `feature` does (index order on ties)."""
-        counts = np.bincount(self.rows[active].indices, minlength=self.corpus.n_features)  # [n]
+        counts = column_counts(self.rows.indptr, self.rows.indices, active, self.corpus.n_features)  # [n]
         counts[feature] = 0
         top = np.lexsort((np.arange(len(counts)), -counts))[:CO_FEATURES]
         return [int(j) for j in top if counts[j] > 0]
@@ -53,7 +54,6 @@ class NearMisses:
         activating segments outside the pool."""
         rng = feature_rng(self.seed + 2, ev.feature)
         active, acts = self.corpus.column(ev.feature)
-        act_of = dict(zip(active.tolist(), acts.tolist()))
         shown_sets = {*ev.random_negatives, *ev.hard_negatives, *ev.pool_non_activating, *ev.selection_hard,
                       *ev.selection_random, *ev.holdout_non_activating}
         silent = np.zeros(self.rows.shape[0], dtype=bool)  # [N]: where a co-firing feature fires and it does not
@@ -71,7 +71,9 @@ class NearMisses:
         sample = [*ev.holdout_activating, *rng.permutation(spare)[:CALIBRATION].tolist()]
         weight = (len(active) - len(pool)) / len(sample) if sample else 0.0
         ev.calibration = [*pool, *sample]
-        ev.calibration_acts = [act_of[p] for p in ev.calibration]
+        order = np.argsort(active, kind="stable")  # every calibration segment activates it: its activation looked up
+        at = order[np.searchsorted(active, ev.calibration, sorter=order)]
+        ev.calibration_acts = acts[at].tolist()
         ev.calibration_weights = [1.0] * len(pool) + [weight] * len(sample)
 
     def examples(self, ev: EvidenceSet, chars: int = 160) -> list[str]:

@@ -30,6 +30,7 @@ import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
 from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, fold, tokens, top_terms
+from services.interpreter.rows import spans
 
 PHRASE_WORDS = 5
 """Longest phrase name, in words."""
@@ -82,7 +83,8 @@ def phrase_ranking(index: TermIndex, top: Sequence[int], near: Sequence[int], ot
         return []
     cut = np.argpartition(-sep, head - 1)[:head] if head < len(sep) else np.arange(len(sep))
     cut = cut[np.lexsort((cut, -sep[cut]))]  # best first, ties by vocabulary order (deterministic)
-    return [(str(index.vocab[i]), float(sep[i]), float(c.recall[i])) for i in cut if np.isfinite(sep[i])]
+    cut = cut[np.isfinite(sep[cut])]
+    return list(zip(index.vocab[cut].tolist(), sep[cut].tolist(), c.recall[cut].tolist()))
 
 
 def covering_phrases(index: TermIndex, contrast: Contrast, k: int, min_support: int = 2,
@@ -99,10 +101,13 @@ def covering_phrases(index: TermIndex, contrast: Contrast, k: int, min_support: 
     multi = multi[np.argsort(-sep[multi], kind="stable")[:pool]]
     if not len(multi):
         return []
-    words = {str(index.vocab[i]): float(sep[i]) for i in np.flatnonzero((index.n_words == 1) & (sep > 0))}
-    scored = sorted(((sum(words.get(w, 0.0) for w in content_words(str(index.vocab[i]))), -int(i)) for i in multi),
-                    reverse=True)[: 10 * k]  # ties by vocabulary order
-    return [(str(index.vocab[-i]), cover, float(contrast.recall[-i])) for cover, i in scored]
+    gain = np.where((index.n_words == 1) & (sep > 0), sep, 0).astype(np.float64)  # [V]: what a word adds
+    starts, columns = index.words_of
+    lo, hi = starts[multi], starts[multi + 1]
+    cover = np.bincount(np.repeat(np.arange(len(multi)), hi - lo), weights=gain[columns[spans(lo, hi)]],
+                        minlength=len(multi))  # [len(multi)]: each phrase's words' separations summed
+    best = np.lexsort((multi, -cover))[: 10 * k]  # ties by vocabulary order
+    return [(str(index.vocab[multi[j]]), float(cover[j]), float(contrast.recall[multi[j]])) for j in best]
 
 
 def distinct_phrases(ranked: Sequence[tuple[str, float, float]], k: int) -> list[str]:

@@ -35,12 +35,26 @@ def auroc(positive: np.ndarray, negative: np.ndarray) -> float:
 
 
 def auroc_columns(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
-    """`auroc` of every column at once: positive [P, L], negative [Q, L] → [L]."""
+    """`auroc` of every column at once: positive [P, L], negative [Q, L] → [L]. The rank sums are scipy's
+    `rankdata` (ties averaged) done in one sort of all columns: naming calls this thousands of times on a few
+    hundred rows, where rankdata's own overhead was most of its cost; the ranks are whole and half numbers, so
+    the sums are exact and the result is the same to the last bit."""
     if len(positive) == 0 or len(negative) == 0:
         raise ValueError("AUROC needs at least one positive and one negative")
     p, q = len(positive), len(negative)
-    ranks = rankdata(np.concatenate([positive, negative]), axis=0)  # [P + Q, L], ties averaged
-    return (ranks[:p].sum(0) - p * (p + 1) / 2) / (p * q)
+    values = np.concatenate([positive, negative])  # [n, L]
+    n = p + q
+    order = np.argsort(values, axis=0, kind="stable")  # [n, L]
+    ordered = np.take_along_axis(values, order, 0)
+    new = np.ones(ordered.shape, bool)  # [n, L]: a value unlike the one before it starts a run of ties
+    new[1:] = ordered[1:] != ordered[:-1]
+    at = np.arange(n)[:, None]
+    first = np.maximum.accumulate(np.where(new, at, 0), axis=0)  # each value's run: its first place ...
+    ends = np.ones(ordered.shape, bool)
+    ends[:-1] = new[1:]
+    last = np.minimum.accumulate(np.where(ends, at, n)[::-1], axis=0)[::-1]  # ... and its last
+    ranks = (first + last) / 2 + 1  # [n, L]: the run's average rank, 1-based
+    return (np.where(order < p, ranks, 0.0).sum(0) - p * (p + 1) / 2) / (p * q)
 
 
 def embedding_scores(label_vectors: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> list[float]:

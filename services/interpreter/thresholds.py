@@ -17,52 +17,64 @@ import numpy as np
 from services.interpreter.calibration import Curve
 from services.interpreter.corpus import Corpus
 from services.interpreter.phrases import required_words, word_stems
+from services.interpreter.rows import spans
 
-TEXTS_CACHED = 50_000
-"""Distinct texts whose stem ids are kept (the demo's 71,298 clauses hold 15,017 texts)."""
+TEXT_BLOCK = 65_536
+"""Units whose texts are read from the corpus at once while the index is built."""
 
 
 class StemIndex:
-    """Word stems of a corpus's units as ids, found by text on first use."""
+    """Word stems of a corpus's units as ids: each distinct text's stems found once, on first use, for the whole
+    corpus (a feature's calibration segments are then gathered in one step, not looked up one by one)."""
 
     def __init__(self, corpus: Corpus, language: str) -> None:
         self.corpus, self.language = corpus, language
         self.ids: dict[str, int] = {}
-        self._texts: dict[str, np.ndarray] = {}
-        self._units: dict[int, np.ndarray] = {}  # position -> its text's ids, without reading the text again
+        self._text_of: np.ndarray | None = None  # int64 [N]: each unit's distinct text
+        self._starts = np.zeros(1, np.int64)  # int64 [T + 1]: text t's stem ids are _stems[_starts[t]:_starts[t + 1]]
+        self._stems = np.empty(0, np.int64)
+
+    def _build(self) -> np.ndarray:
+        texts: dict[str, int] = {}
+        ids, found = self.ids, []
+        text_of = np.empty(self.corpus.n_docs, np.int64)
+        for start in range(0, self.corpus.n_docs, TEXT_BLOCK):
+            block = self.corpus.texts.slice(start, TEXT_BLOCK).to_pylist()
+            for p, text in enumerate(block, start):
+                text = text or ""
+                t = texts.get(text)
+                if t is None:
+                    t = texts[text] = len(found)
+                    found.append(sorted({ids.setdefault(s, len(ids)) for s in word_stems(text, self.language)}))
+                text_of[p] = t
+        self._starts = np.concatenate([[0], np.cumsum([len(f) for f in found], dtype=np.int64)])
+        self._stems = np.fromiter((i for f in found for i in f), np.int64, count=int(self._starts[-1]))
+        self._text_of = text_of
+        return text_of
 
     def of(self, position: int) -> np.ndarray:
-        """int64 [s]: the ids of the unit's distinct stems."""
-        found = self._units.get(position)
-        if found is not None:
-            return found
-        text = self.corpus.text(position)
-        found = self._texts.get(text)
-        if found is None:
-            if len(self._texts) >= TEXTS_CACHED:
-                self._texts.clear()
-                self._units.clear()
-            ids = self.ids
-            found = self._texts[text] = np.array(
-                sorted({ids.setdefault(s, len(ids)) for s in word_stems(text, self.language)}), dtype=np.int64)
-        self._units[position] = found  # the text's own array: a unit adds a pointer, not a copy
-        return found
+        """int64 [s]: the ids of the unit's distinct stems, ascending."""
+        text_of = self._text_of if self._text_of is not None else self._build()
+        t = int(text_of[position])
+        return self._stems[self._starts[t]:self._starts[t + 1]]
 
     def holds(self, positions: Sequence[int], labels: Sequence[str]) -> np.ndarray:
         """bool [len(positions), len(labels)]: phrases.name_holds of each label on each unit."""
-        units = [self.of(p) for p in positions]
+        text_of = self._text_of if self._text_of is not None else self._build()
+        texts = text_of[np.asarray(positions, dtype=np.int64)]  # [C]
         needs = [required_words(label, self.language) for label in labels]
-        out = np.zeros((len(units), len(labels)), dtype=bool)
+        out = np.zeros((len(texts), len(labels)), dtype=bool)
         wanted = {self.ids[s] for need in needs for s in need if s in self.ids}
-        if not units or not wanted:
+        if not len(texts) or not wanted:
             return out
         column = np.full(len(self.ids), -1, dtype=np.int64)  # stem id -> column of the table, -1 if no name needs it
         cols = np.fromiter(sorted(wanted), np.int64)
         column[cols] = np.arange(len(cols))
-        flat = np.concatenate(units)
-        rows = np.repeat(np.arange(len(units)), [len(u) for u in units])
+        lo, hi = self._starts[texts], self._starts[texts + 1]
+        flat = self._stems[spans(lo, hi)]  # every unit's stem ids, unit by unit
+        rows = np.repeat(np.arange(len(texts)), hi - lo)
         hit = column[flat]
-        table = np.zeros((len(units), len(cols)), dtype=bool)  # [C, K]: unit holds the stem
+        table = np.zeros((len(texts), len(cols)), dtype=bool)  # [C, K]: unit holds the stem
         table[rows[hit >= 0], hit[hit >= 0]] = True
         for j, need in enumerate(needs):
             if need and all(s in self.ids for s in need):

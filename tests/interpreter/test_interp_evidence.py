@@ -147,13 +147,13 @@ def test_neighbours_found_for_a_batch_give_the_same_evidence(corpus, depth):
 def test_neighbours_found_on_several_threads_are_those_found_on_one(corpus, monkeypatch):
     """prefetch's blocks run on a thread pool (each product on one BLAS thread): the same neighbours,
     in the same order, as one thread finds them block after block."""
-    from services.interpreter import evidence
+    from services.interpreter import neighbours
 
     cfg = EvidenceConfig(seed=0)
     anchors = [a for f in range(corpus.n_features) for a in anchors_of(corpus, f, cfg).tolist()]
     found = {}
     for threads in (1, 3):
-        monkeypatch.setattr(evidence, "PREFETCH_THREADS", threads)
+        monkeypatch.setattr(neighbours, "PREFETCH_THREADS", threads)
         batch = Neighbours(corpus, depth=140, block=2)
         batch.prefetch(anchors)
         found[threads] = batch._near
