@@ -5,7 +5,8 @@ codes, every feature) is named by two checkouts: `--before` (a commit, checked o
 under /tmp/prisma-bench/naming-speed) and this working tree, each in its own process that imports that
 checkout's services/, alternating (before, now, now, before, …) so that the shared machine's load falls on both
 alike. A run is what the `interpret_run` job does in embedded mode, without its shards: Namer (term index
-included) over the features in browse order, 64 a batch, controls from the latest names, labels embedded by
+included) over the features in browse order, 64 a batch (each PREPARE_BATCHES batches prepared together where
+the checkout's runs.py does so), controls from the latest names, labels embedded by
 the embedding run's model as the demo embeds them (the embedder service's
 model cache at its default settings: its precision, its threads); loading the corpus and
 the model is not timed. `ratio_features_per_min` is now's best over before's best; `names` compares every
@@ -66,6 +67,7 @@ def name_all(data: Path, limit: int | None) -> dict:
 
     from artifacts import ArtifactStore
     from contracts.interpret import BackendOptions
+    from services.interpreter import runs
     from services.interpreter.corpus import load_corpus
     from services.interpreter.naming import Namer, naming_order
     from services.interpreter.phrases import PhraseBackend
@@ -86,7 +88,11 @@ def name_all(data: Path, limit: int | None) -> dict:
     namer = Namer(corpus, [(BackendOptions(backend="keywords"), PhraseBackend())], timed)
     features = naming_order(corpus)[:limit]
     records, recent = [], []
+    ahead = 64 * getattr(runs, "PREPARE_BATCHES", 0)  # as the checkout's name_run prepares batches, if it does
     for i in range(0, len(features), 64):
+        if ahead and i % ahead == 0:  # this group (the first time) and the next one, as name_run does
+            for start in ([0] if i == 0 else []) + [i + ahead]:
+                asyncio.run(namer.prepare(features[start:start + ahead]))
         got = asyncio.run(namer.name_features(features[i:i + 64], [lab for lab in recent[-256:] if lab]))
         records += got
         recent += [r.interpretations[r.best].label if r.best is not None else None for r in got]

@@ -8,7 +8,6 @@ one feature for the synchronous endpoint; `name_families` names families from th
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +25,7 @@ from services.interpreter.calibration import curve_points, curve_threshold, hold
 from services.interpreter.evidence import EvidenceSet, FeatureTooRare, anchors_of, feature_rng, sample_evidence
 from services.interpreter.neighbours import Neighbours
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
+from services.interpreter.label_vectors import LabelVectors
 from services.interpreter.near_misses import NearMisses
 from services.interpreter.thresholds import StemIndex, precision_curves
 from services.interpreter.selection import alternative_reliable, first_per_backend, greedy_terms, lower, names_first, with_alternatives
@@ -94,40 +94,60 @@ class Namer:
         self.neighbours = Neighbours(self.corpus)
         self.near = NearMisses(self.corpus, self.evidence.seed)
         self.stems = StemIndex(self.corpus, self.language)
-        self._vectors: dict[str, np.ndarray] = {}
-        self.embedded = 0
+        self.labels = LabelVectors(self.embed_texts) if self.embed_texts is not None else None
+        self._ready: dict[int, _Pending] = {}  # prepared: evidence drawn, named by the back-ends
+
+    @property
+    def embedded(self) -> int:
         """Texts embedded so far (cache misses): what naming costs."""
+        return self.labels.embedded if self.labels is not None else 0
 
     async def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors of `texts`, the new ones embedded in one batch (EmbedFn may be sync or async). At most
-        EMBED_CACHE texts stay cached: when full, the cache starts again from this call's texts, copied
-        (a cached row is a view that would keep its whole batch's array)."""
-        assert self.embed_texts is not None
-        new = sorted({t for t in texts if t not in self._vectors})
-        if new:
-            got = self.embed_texts(new)
-            vectors = np.asarray(await got if inspect.isawaitable(got) else got, dtype=np.float32)
-            if len(self._vectors) + len(new) > EMBED_CACHE:
-                self._vectors = {t: self._vectors[t].copy() for t in set(texts) if t in self._vectors}
-            self._vectors.update(zip(new, vectors))
-            self.embedded += len(new)
-        return {t: self._vectors[t] for t in texts}
+        """Vectors of `texts` (label_vectors.py), at most EMBED_CACHE kept."""
+        assert self.labels is not None
+        return await self.labels.get(texts, EMBED_CACHE)
 
     # -- one batch --------------------------------------------------------------------------
     async def name_features(self, features: Sequence[int], control_pool: Sequence[str] = ()) -> list[FeatureInterpretations]:
-        """Every feature of `features` named by every back-end, scored; order kept. The batch's anchors'
-        neighbours are found first, their blocks on a thread pool (Neighbours.prefetch: a [64, U]
-        product and its partition each); the rest runs with BLAS on one thread: thousands of small
-        products, which a BLAS thread pool slows down (7× on two busy cores) instead of speeding up."""
-        self.neighbours.prefetch(a for f in features for a in anchors_of(self.corpus, f, self.evidence).tolist())
+        """Every feature of `features` named by every back-end, scored; order kept (those `prepare`d already
+        named by the back-ends). The batch's anchors' neighbours are found first, their blocks on a thread pool
+        (Neighbours.prefetch: a [64, U] product and its partition each); the rest runs with BLAS on one thread:
+        thousands of small products, which a BLAS thread pool slows down (7× on two busy cores) instead of
+        speeding up."""
+        pending = await self._candidates(features)
         with ONE_BLAS_THREAD:
-            return await self._name_features(features, control_pool)
+            return await self._name_features(pending, control_pool)
 
-    async def _name_features(self, features: Sequence[int],
+    async def prepare(self, features: Sequence[int]) -> None:
+        """Draw the evidence of `features` (the next batches to name) and name them by every back-end now, and
+        start embedding every candidate `_select` will compare, in one call on a thread (label_vectors.py)."""
+        ready = await self._candidates([f for f in features if f not in self._ready])
+        self._ready.update((p.record.feature, p) for p in ready)
+        if self.scoring.embedding and self.labels is not None:
+            self.labels.start([i.label for p in ready if self._selectable(p)
+                               for i in first_per_backend(p.record.interpretations, self.max_candidates)])
+
+    async def _candidates(self, features: Sequence[int]) -> list[_Pending]:
+        """Each feature's evidence and candidates (with the compositions the embedding scorer adds), the
+        `prepare`d ones taken as they are."""
+        new = [f for f in features if f not in self._ready]
+        self.neighbours.prefetch(a for f in new for a in anchors_of(self.corpus, f, self.evidence).tolist())
+        with ONE_BLAS_THREAD:
+            pending = {p.record.feature: p for p in map(self._evidence, new)}
+            await asyncio.gather(*(self._name(p, opts, be) for p in pending.values() if p.evidence
+                                   for opts, be in self.backends))
+            if self.scoring.embedding and self.embed_texts is not None:
+                await self._compose([p for p in pending.values() if self._selectable(p)])
+        return [pending[f] if f in pending else self._ready.pop(f) for f in features]
+
+    @staticmethod
+    def _selectable(p: _Pending) -> bool:
+        """Named, with evidence documents to compare its candidates on."""
+        ev = p.evidence
+        return bool(p.record.interpretations and ev and ev.selection_activating and ev.selection_hard + ev.selection_random)
+
+    async def _name_features(self, pending: list[_Pending],
                              control_pool: Sequence[str]) -> list[FeatureInterpretations]:
-        pending = [self._evidence(f) for f in features]
-        await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
-                               for opts, be in self.backends))
         await self._select(pending)
         self._choose_controls(pending, control_pool)
         await self._score_embedding(pending)
@@ -211,9 +231,7 @@ class Namer:
             for p in named:
                 p.record.interpretations = with_alternatives(p.record.interpretations, keep)
             return
-        named = [p for p in named if p.evidence and p.evidence.selection_activating
-                 and p.evidence.selection_hard + p.evidence.selection_random]
-        await self._compose(named)
+        named = [p for p in named if self._selectable(p)]  # their compositions added already (_candidates)
         for p in named:
             p.record.interpretations = first_per_backend(p.record.interpretations, self.max_candidates)
         vectors = await self.embed([i.label for p in named for i in p.record.interpretations])

@@ -18,6 +18,9 @@ PREFETCH_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_get
 similarity matrix while it works: 51 MB at 200,000 distinct vectors)."""
 
 
+KEPT = 16_384
+"""Anchors whose neighbour lists are kept between batches: 16,384 × 512 int32 = 32 MB."""
+
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
@@ -56,11 +59,13 @@ class Neighbours:
         return np.take_along_axis(top, np.argsort(np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
 
     def prefetch(self, anchors: Iterable[int]) -> None:
-        """Find the neighbours of every anchor not known yet (the previous batch's are dropped). The
+        """Find the neighbours of every anchor not known yet (those known are kept, up to KEPT lists: the strongest
+        segments of one group of features are anchors of the next ones too; past it, only this call's). The
         blocks run on PREFETCH_THREADS threads, each product on one BLAS thread: numpy's partition and
         sort release the GIL, so the selection runs in parallel too, not only the product."""
         want = {int(g) for g in self._group[np.fromiter(anchors, np.int64)]}
-        self._near = {g: v for g, v in self._near.items() if g in want}
+        if len(self._near) + len(want - self._near.keys()) > KEPT:
+            self._near = {g: v for g, v in self._near.items() if g in want}
         new = np.asarray(sorted(want - self._near.keys()), np.int64)
         depth = min(self.depth, len(self._distinct))
         blocks = [new[start:start + self.block] for start in range(0, len(new), self.block)]

@@ -53,6 +53,10 @@ def _best_label(record: FeatureInterpretations) -> str | None:
     return record.interpretations[record.best].label if record.best is not None else None
 
 
+PREPARE_BATCHES = 8
+"""Batches whose evidence and candidates are drawn together ahead of naming them (Namer.prepare), their
+candidates embedded in one call on a thread while the group before is named: a group is prepared while the
+one before it is named."""
 POOL = 256
 """Best labels of the latest features named that a batch draws its random-label controls from."""
 
@@ -119,6 +123,7 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     started, named_now, resumed = time.perf_counter(), 0, 0
     shards: list[ArtifactInfo] = []
     tally = _Tally(keep_labels=bool(payload.families))
+    prepared = 0  # batches up to here are prepared or named
     for index, batch in enumerate(batches):
         key = shard_key(prefix, index)
         if store.exists(key):
@@ -127,6 +132,10 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
         else:
             if should_stop is not None and should_stop():
                 raise InterpretRunStopped(f"run {payload.run_id} stopped before batch {index}")
+            while prepared < min(index + 2 * PREPARE_BATCHES, len(batches)):  # this group and the next one
+                group = range(prepared, min(prepared + PREPARE_BATCHES, len(batches)))
+                await namer.prepare([f for i in group if not store.exists(shard_key(prefix, i)) for f in batches[i]])
+                prepared = group.stop
             found = await namer.name_features(batch, tally.pool())
             data = "".join(r.model_dump_json() + "\n" for r in found).encode()
             info = store.write_bytes(key, data, kind="interpretations")

@@ -60,14 +60,19 @@ def reference_corpus() -> Corpus:
     return Corpus(pa.array(texts, type=pa.string()), np.arange(len(texts), dtype=np.int64), vectors, codes.tocsc())
 
 
-def name_reference() -> list:
+def name_reference(ahead: int = 0) -> list:
     """Every feature of the reference corpus named in naming order, BATCH at a time, controls from the
-    labels before (as runs.py does), as JSON."""
+    labels before (as runs.py does), as JSON; with `ahead`, groups of `ahead` batches prepared (Namer.prepare)
+    one group ahead, as runs.py prepares them."""
     corpus = reference_corpus()
     namer = Namer(corpus, [(BackendOptions(backend="keywords"), PhraseBackend())], hashed_bag)
     records: list = []
     features = naming_order(corpus)
+    group = BATCH * ahead
     for i in range(0, len(features), BATCH):
+        if group and i % group == 0:
+            for start in ([0] if i == 0 else []) + [i + group]:
+                asyncio.run(namer.prepare(features[start:start + group]))
         pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]
         records += asyncio.run(namer.name_features(features[i:i + BATCH], pool))
     return [without_times(r.model_dump(mode="json")) for r in records]

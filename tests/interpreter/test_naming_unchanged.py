@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from tests.interpreter.naming_reference import EXPECTED, name_reference
 
 
@@ -26,9 +28,11 @@ def differences(got: object, want: object, path: str = "") -> list[str]:
     return [] if got == want else [f"{path}: {got!r} != {want!r}"]
 
 
-def test_the_reference_corpus_is_named_as_before():
+@pytest.mark.parametrize("ahead", [0, 2])
+def test_the_reference_corpus_is_named_as_before(ahead):
+    """Batch by batch, and with groups of two batches prepared (evidence, candidates, their vectors) ahead."""
     want = json.loads(EXPECTED.read_text())
-    got = json.loads(json.dumps(name_reference()))
+    got = json.loads(json.dumps(name_reference(ahead)))
     assert [r["feature"] for r in got] == [r["feature"] for r in want]
     found = differences(got, want)
     assert not found, "\n".join(found[:20])
