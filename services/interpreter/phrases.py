@@ -148,9 +148,11 @@ def stem(word: str, language: str) -> str:
     return stemmer.stemWord(word) if stemmer is not None else word[:STEM]  # type: ignore[attr-defined]
 
 
-def required_words(label: str, language: str) -> list[str]:
-    """The stems of the folded content and negation words of a name."""
-    return [stem(t[0], language) for t in tokens(label) if t[4]]
+@lru_cache(maxsize=100_000)
+def required_words(label: str, language: str) -> tuple[str, ...]:
+    """The stems of the folded content and negation words of a name (names recur: a feature's are looked up
+    once for its calibration, and again wherever another feature proposes them)."""
+    return tuple(stem(t[0], language) for t in tokens(label) if t[4])
 
 
 def word_stems(text: str, language: str) -> frozenset[str]:

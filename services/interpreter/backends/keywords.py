@@ -147,6 +147,7 @@ class TermIndex:
         self.background = df[keep]  # [V] document frequency in the corpus
         self.prior = self.background / max(self.background.sum(), 1e-12)  # [V], cached for log_odds_z
         self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
+        self._shown: dict[str, str] = {}  # display's answers
 
     def counts(self, rows: Sequence[int]) -> np.ndarray:
         """float32 [V] documents among `rows` containing each term (the matrix's column sums over them)."""
@@ -163,9 +164,12 @@ class TermIndex:
         return starts, np.fromiter((c for f in found for c in f), np.int64, count=int(starts[-1]))
 
     def display(self, term: str) -> str:
-        """The term as most often written (accents, elisions: "dell'ospedale")."""
-        shown = [self.surfaces[w].most_common(1)[0][0] if w in self.surfaces else w for w in term.split(" ")]
-        return "".join(s + ("" if s.endswith("'") else " ") for s in shown).strip()
+        """The term as most often written (accents, elisions: "dell'ospedale"); found once a term."""
+        shown = self._shown.get(term)
+        if shown is None:
+            words = [self.surfaces[w].most_common(1)[0][0] if w in self.surfaces else w for w in term.split(" ")]
+            shown = self._shown[term] = "".join(s + ("" if s.endswith("'") else " ") for s in words).strip()
+        return shown
 
 
 def log_odds_z(y_a: np.ndarray, y_b: np.ndarray, background: np.ndarray, alpha0: float = 100.0,
