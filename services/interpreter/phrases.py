@@ -29,7 +29,8 @@ import numpy as np
 import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
-from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, fold, tokens, top_terms
+from services.interpreter.backends.keywords import (KeywordsBackend, TermIndex, content_words, fold, spread, tokens,
+                                                    top_terms)
 from services.interpreter.rows import spans
 
 PHRASE_WORDS = 5
@@ -48,24 +49,31 @@ STEM = 6
 @dataclass(frozen=True)
 class Contrast:
     """Each term's support among a feature's strongest segments and how much more often it occurs there than in
-    the segments it is told from: support [V] (segments of `top` holding it), recall [V] (its share of `top`) and
-    worst [V] (its largest rate among the near misses and among the random/hard negatives)."""
+    the segments it is told from, for the terms those segments hold (no other can name them: the cost is the
+    evidence's, not the vocabulary's): columns [C] (vocabulary ids, ascending), support [C] (segments of `top`
+    holding it), recall [C] (its share of `top`) and worst [C] (its largest rate among the near misses and among
+    the random/hard negatives)."""
 
+    columns: np.ndarray
     support: np.ndarray
     recall: np.ndarray
     worst: np.ndarray
 
     @classmethod
     def of(cls, index: TermIndex, top: Sequence[int], near: Sequence[int], others: Sequence[int]) -> Contrast:
-        support = index.counts(top)
-        rates = [index.counts(ids) / len(ids) for ids in (near, others) if len(ids)]
+        columns, support = index.present(top)
+        rates = [index.counts_at(ids, columns)[0] / len(ids) for ids in (near, others) if len(ids)]
         recall = support / max(len(top), 1)
-        return cls(support, recall, np.max(rates, axis=0) if rates else np.zeros_like(recall))
+        return cls(columns, support, recall, np.max(rates, axis=0) if rates else np.zeros_like(recall))
 
     @property
     def separation(self) -> np.ndarray:
-        """[V] recall - worst."""
+        """[C] recall - worst."""
         return self.recall - self.worst
+
+    def at(self, column: int) -> int:
+        """The place of vocabulary id `column` among `columns`."""
+        return int(np.searchsorted(self.columns, column))
 
 
 def phrase_ranking(index: TermIndex, top: Sequence[int], near: Sequence[int], others: Sequence[int], k: int,
@@ -76,15 +84,17 @@ def phrase_ranking(index: TermIndex, top: Sequence[int], near: Sequence[int], ot
     if not len(top):
         return []
     c = contrast or Contrast.of(index, top, near, others)
-    sep = c.separation + PHRASE_BONUS * (index.n_words - 1)
-    sep = np.where((c.support >= min_support) & (index.n_words <= PHRASE_WORDS) & (c.recall > c.worst), sep, -np.inf)
+    n_words = index.n_words[c.columns]  # [C]
+    sep = c.separation + PHRASE_BONUS * (n_words - 1)
+    sep = np.where((c.support >= min_support) & (n_words <= PHRASE_WORDS) & (c.recall > c.worst), sep, -np.inf)
+    sep = spread(sep, c.columns, len(index.vocab))  # [V]: the selection of the best over every term, as before
     head = min(len(sep), 10 * k)
     if head == 0:
         return []
     cut = np.argpartition(-sep, head - 1)[:head] if head < len(sep) else np.arange(len(sep))
     cut = cut[np.lexsort((cut, -sep[cut]))]  # best first, ties by vocabulary order (deterministic)
     cut = cut[np.isfinite(sep[cut])]
-    return list(zip(index.vocab[cut].tolist(), sep[cut].tolist(), c.recall[cut].tolist()))
+    return list(zip(index.vocab[cut].tolist(), sep[cut].tolist(), c.recall[np.searchsorted(c.columns, cut)].tolist()))
 
 
 def covering_phrases(index: TermIndex, contrast: Contrast, k: int, min_support: int = 2,
@@ -95,19 +105,21 @@ def covering_phrases(index: TermIndex, contrast: Contrast, k: int, min_support: 
     phrase_ranking favours what most of the strongest segments say, often one word ("hepatitis"); a phrase that
     holds several of the words setting them apart ("chronic gastritis and gastric acid") reads more of the
     feature, however rarely it is written verbatim."""
-    sep = contrast.separation
-    multi = np.flatnonzero((index.n_words >= 2) & (index.n_words <= PHRASE_WORDS) & (contrast.support >= min_support)
-                           & (sep > 0))
-    multi = multi[np.argsort(-sep[multi], kind="stable")[:pool]]
+    sep, cols = contrast.separation, contrast.columns  # [C], vocabulary ids [C] ascending
+    n_words = index.n_words[cols]
+    multi = np.flatnonzero((n_words >= 2) & (n_words <= PHRASE_WORDS) & (contrast.support >= min_support) & (sep > 0))
+    multi = multi[np.argsort(-sep[multi], kind="stable")[:pool]]  # places among cols
     if not len(multi):
         return []
-    gain = np.where((index.n_words == 1) & (sep > 0), sep, 0).astype(np.float64)  # [V]: what a word adds
-    starts, columns = index.words_of
-    lo, hi = starts[multi], starts[multi + 1]
-    cover = np.bincount(np.repeat(np.arange(len(multi)), hi - lo), weights=gain[columns[spans(lo, hi)]],
+    gain = np.where((n_words == 1) & (sep > 0), sep, 0).astype(np.float64)  # [C]: what a word adds
+    starts, words = index.words_of
+    lo, hi = starts[cols[multi]], starts[cols[multi] + 1]
+    # a phrase's words are in every segment holding it: among cols too
+    held = np.searchsorted(cols, words[spans(lo, hi)])
+    cover = np.bincount(np.repeat(np.arange(len(multi)), hi - lo), weights=gain[held],
                         minlength=len(multi))  # [len(multi)]: each phrase's words' separations summed
     best = np.lexsort((multi, -cover))[: 10 * k]  # ties by vocabulary order
-    return [(str(index.vocab[multi[j]]), float(cover[j]), float(contrast.recall[multi[j]])) for j in best]
+    return [(str(index.vocab[cols[multi[j]]]), float(cover[j]), float(contrast.recall[multi[j]])) for j in best]
 
 
 def distinct_phrases(ranked: Sequence[tuple[str, float, float]], k: int) -> list[str]:
@@ -217,13 +229,14 @@ class PhraseBackend(KeywordsBackend):
             "against its near misses and other segments.")) for p in phrases]
         shown = {c.label for c in cands}
         if self.contrastive:
-            _, columns, z = self.ranked_columns(request, 10 * self.contrastive, support=contrast.support)
+            _, columns, z = self.ranked_columns(request, 10 * self.contrastive,
+                                                present=(contrast.columns, contrast.support))
             column = {str(index.vocab[i]): i for i in columns}
-            for term in top_terms([(t, z[i]) for t, i in column.items()], self.contrastive):
+            for term in top_terms(list(zip(column, z)), self.contrastive):
                 if (label := index.display(term)) not in shown:
                     shown.add(label)
                     cands.append(LabelCandidate(label=label, description=(
-                        f"In {round(100 * contrast.recall[column[term]])} of every 100 of its strongest segments; "
+                        f"In {round(100 * contrast.recall[contrast.at(column[term])])} of every 100 of its strongest segments; "
                         "more often there than in the other segments (log-odds).")))
         if self.covering:  # each adding a content word that no lexical phrase holds
             covering = covering_phrases(index, contrast, self.covering)

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from services.interpreter.backends.base import (Backend, BackendOutputError, FamilyNamer, FamilyRequest,
                                                 LabelCandidate, NamingRequest, NamingResult)
 from services.interpreter.backends.stopwords import STOP_WORDS
-from services.interpreter.rows import column_counts
+from services.interpreter.rows import column_counts, row_entries
 
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _SENTENCE_END = re.compile(r"[.;:!?()\[\]{}\n]")
@@ -149,6 +149,21 @@ class TermIndex:
         self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
         self._shown: dict[str, str] = {}  # display's answers
 
+    def present(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, support): the terms found in any of `rows`, ascending, and float32 how many of the rows hold
+        each (`counts(rows)` at its non-zero columns, without a [V] array: what a feature's statistics need)."""
+        m = self.matrix
+        columns, support = np.unique(m.indices[row_entries(m.indptr, np.asarray(rows, np.int64))], return_counts=True)
+        return columns.astype(np.int64), support.astype(np.float32)
+
+    def counts_at(self, rows: Sequence[int], columns: np.ndarray) -> tuple[np.ndarray, int]:
+        """(float32 counts(rows)[columns], the rows' entries in all): `columns` ascending."""
+        m = self.matrix
+        found = m.indices[row_entries(m.indptr, np.asarray(rows, np.int64))]
+        at = np.minimum(np.searchsorted(columns, found), max(len(columns) - 1, 0))
+        hit = columns[at] == found if len(columns) else np.zeros(len(found), bool)
+        return np.bincount(at[hit], minlength=len(columns)).astype(np.float32), len(found)
+
     def counts(self, rows: Sequence[int]) -> np.ndarray:
         """float32 [V] documents among `rows` containing each term (the matrix's column sums over them)."""
         m = self.matrix
@@ -173,11 +188,12 @@ class TermIndex:
 
 
 def log_odds_z(y_a: np.ndarray, y_b: np.ndarray, background: np.ndarray, alpha0: float = 100.0,
-               prior: np.ndarray | None = None) -> np.ndarray:
-    """Monroe et al. (2008) z-scores of the log-odds ratio, set a vs set b (all [V]); `prior` is
-    background / background.sum() when already known."""
+               prior: np.ndarray | None = None, totals: tuple[float, float] | None = None) -> np.ndarray:
+    """Monroe et al. (2008) z-scores of the log-odds ratio, set a vs set b (all [V], or all at the same columns);
+    `prior` is background / background.sum() when already known; `totals`: (n_a, n_b) when the arrays are not
+    every column."""
     alpha = alpha0 * (prior if prior is not None else background / max(background.sum(), 1e-12))
-    n_a, n_b = y_a.sum(), y_b.sum()
+    n_a, n_b = totals if totals is not None else (y_a.sum(), y_b.sum())
     a = (y_a + alpha) / np.maximum(n_a + alpha0 - y_a - alpha, 1e-9)
     b = (y_b + alpha) / np.maximum(n_b + alpha0 - y_b - alpha, 1e-9)
     delta = np.log(a) - np.log(b)
@@ -195,6 +211,16 @@ def top_columns(z: np.ndarray, support: np.ndarray, k: int, min_support: int) ->
     top = np.argpartition(-z, head - 1)[:head] if head < len(z) else np.arange(len(z))
     top = top[np.argsort(-z[top])]
     return top[z[top] > 0]
+
+
+def spread(values: np.ndarray, columns: np.ndarray, n: int, fill: float = -np.inf) -> np.ndarray:
+    """float64 [n]: `values` at `columns`, `fill` elsewhere. The top-k selections over every column are kept as they
+    were (argpartition and an unstable argsort: ties come out in their order), so statistics computed on a
+    feature's own terms are laid back over the vocabulary before them; one pass, not the dozen the statistics
+    over every column took."""
+    out = np.full(n, fill)
+    out[columns] = values
+    return out
 
 
 
@@ -288,24 +314,31 @@ class KeywordsBackend(Backend, FamilyNamer):
                                     non_activating_ids=range(n_a, n_a + len(request.non_activating)))
 
     def ranked_columns(self, request: NamingRequest, k: int, *, hard: bool = False,
-                       support: np.ndarray | None = None) -> tuple[TermIndex, np.ndarray, np.ndarray]:
+                       present: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[TermIndex, np.ndarray, np.ndarray]:
         """(index, columns, z): the k most contrastive terms of the activating documents, best first (overlapping
-        ones included), against the non-activating ones or (hard) against the hard negatives only, and every
-        term's log-odds z; `support`: the activating documents' counts, when already computed."""
+        ones included; ties by vocabulary order), against the non-activating ones or (hard) against the hard
+        negatives only, and their log-odds z. Only the terms the activating documents hold are scored (no other
+        can be ranked): the cost is the evidence's, not the vocabulary's. `present`: TermIndex.present of the
+        activating documents, when already found."""
         index, request = self._index_for(request)
         others = request.hard_negative_ids if hard else request.non_activating_ids
         if not others:
             return index, np.empty(0, np.int64), np.empty(0)
-        y_a = index.counts(request.activating_ids) if support is None else support
-        z = log_odds_z(y_a, index.counts(others), index.background, self.alpha0, index.prior)
+        columns, y_a = index.present(request.activating_ids) if present is None else present
+        y_b, n_b = index.counts_at(others, columns)
+        # the sums over every column, as float32 sums of the [V] counts were (whole numbers: exact)
+        totals = (y_a.sum(), np.float32(n_b))
+        z = log_odds_z(y_a, y_b, index.background[columns], self.alpha0, index.prior[columns], totals)
         min_support = max(2, int(0.1 * len(request.activating_ids)))
-        return index, top_columns(z, y_a, k, min_support), z
+        z = spread(np.where(y_a >= min_support, z, -np.inf), columns, len(index.vocab))  # [V]
+        top = top_columns(z, z > -np.inf, k, 1)  # the vocabulary ids
+        return index, top, z[top]
 
     def ranked(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[tuple[str, float]]:
         """The k most contrastive (folded term, z) of the activating documents: against the
         non-activating ones, or (hard) against the hard negatives only."""
         index, columns, z = self.ranked_columns(request, k, hard=hard)
-        return [(str(index.vocab[i]), float(z[i])) for i in columns]
+        return [(str(index.vocab[i]), float(v)) for i, v in zip(columns, z)]
 
     def contrast(self, request: NamingRequest, k: int, *, hard: bool = False) -> list[str]:
         """The k most contrastive terms (none sharing a content word), as written."""
