@@ -120,23 +120,23 @@ class TermIndex:
         self.surfaces: dict[str, Counter[str]] = {}
         vocab: dict[str, int] = {}
         rows, cols = array("q"), array("q")  # compact: a corpus has ~10^3 (row, term) pairs a document
-        # segments repeat (the demo's 71,298 clauses hold 15,017 texts): each text tokenised once, its surfaces
-        # counted once per copy afterwards, texts in the order first met (so every Counter's order is a full pass's)
-        seen: dict[str, tuple[list[int], dict[str, Counter[str]], list[int]]] = {}
+        # segments repeat (the demo's 71,298 clauses hold 15,017 texts): each text tokenised once; a copy's surfaces
+        # are counted at the end (a copy brings no word or surface its first sight did not, so every Counter's
+        # order is a full pass's)
+        seen: dict[str, tuple[list[int], list[int]]] = {}
         n = 0
         for n, text in enumerate(texts, 1):
             found = seen.get(text)
             if found is None:
-                surfaces: dict[str, Counter[str]] = {}
-                found = seen[text] = (list({vocab.setdefault(t, len(vocab)) for t in terms(text, surfaces)}), surfaces, [0])
-            found[2][0] += 1
+                found = seen[text] = (list({vocab.setdefault(t, len(vocab)) for t in terms(text, self.surfaces)}), [0])
+            else:
+                found[1][0] += 1
             rows.extend([n - 1] * len(found[0]))
             cols.extend(found[0])
-        for _, surfaces, (copies,) in seen.values():
-            for word, counter in surfaces.items():
-                total = self.surfaces.setdefault(word, Counter())
-                for surface, count in counter.items():
-                    total[surface] += copies * count
+        for text, (_, (copies,)) in seen.items():
+            if copies:
+                for word, surface, *_ in tokens(text):
+                    self.surfaces[word][surface] += copies
         matrix = sp.csr_matrix((np.ones(len(rows), np.float32), (np.frombuffer(rows, np.int64),
                                 np.frombuffer(cols, np.int64))), shape=(n, len(vocab)))
         df = np.asarray(matrix.sum(0)).ravel()
