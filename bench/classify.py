@@ -4,6 +4,8 @@ Latency of one note and of a batch of 32 notes (the gateway's whole path: the em
 note's clauses, the SAE service's POST /codes, the probe, the evidence named, the audit event), beside
 sentence-transformers' `encode` of the same 32 notes as the floor (the model alone, whole notes); and the
 largest difference between classify's score and apply's on every stored note (the run's spec, segments pooled).
+The same calls, taking turns, on a second run of the same notes padded as runs were before they recorded a
+`pad_multiple` (1: a note's clauses in about 12 widths, so 12 forward passes, against about 5).
 
     nice -n 10 .venv/bin/python bench/classify.py [--notes 1000] [--one-calls 200] [--batch-calls 200]
 
@@ -28,6 +30,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from contracts.embed import PAD_MULTIPLE
+
 ROOT = Path(__file__).resolve().parents[1]
 SAE_CONFIG = {"expansion_factor": 4, "k": 16, "max_steps": 400, "batch_size": 256}
 POSITIVE = ["bronchiolitis:confirmed", "bronchiolitis:suspected"]  # demo labels: condition:status
@@ -46,16 +50,18 @@ async def wait(client: httpx.AsyncClient, path: str) -> dict:
         await asyncio.sleep(1)
 
 
-async def build(client: httpx.AsyncClient, notes: list) -> tuple[int, int]:  # noqa: ANN001
+async def build(client: httpx.AsyncClient, notes: list, pad_multiple: int = PAD_MULTIPLE) -> tuple[int, int]:  # noqa: ANN001
     """(the SAE run, a probe concept trained on the demo's bronchiolitis labels), over the notes embedded as the
-    demo embeds them (clauses, documents from their clauses)."""
+    demo embeds them (clauses, documents from their clauses), each sequence padded to a multiple of
+    `pad_multiple` at least (a new run's default, or 1: runs made before it was recorded)."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["id", "text", "labels"])
     w.writerows([n.id, n.text, "|".join(n.labels)] for n in notes)
     ds = (await client.post("/api/v1/datasets", files={"file": ("notes.csv", buf.getvalue().encode())})).json()["id"]
     emb = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds, "segments": True,
-                                                            "document_vectors": "segments"})
+                                                            "document_vectors": "segments",
+                                                            "pad_multiple": pad_multiple})
     emb = await wait(client, f"/api/v1/embedding-runs/{emb.json()['id']}")
     sae = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SAE_CONFIG})).json()[0]
     await wait(client, f"/api/v1/sae-runs/{sae['id']}")
@@ -89,12 +95,16 @@ async def classify(client: httpx.AsyncClient, concept_id: int, texts: list[str])
     return [item["score"] for item in resp.json()["items"]]
 
 
-async def timed_calls(client: httpx.AsyncClient, concept_id: int, batches: list[list[str]]) -> list[float]:
-    seconds = []
-    for texts in batches:
-        start = time.perf_counter()
-        await classify(client, concept_id, texts)
-        seconds.append(time.perf_counter() - start)
+async def timed_calls(client: httpx.AsyncClient, concept_ids: list[int], batches: list[list[str]]) -> list[list[float]]:
+    """Seconds of each call, per concept: the concepts take turns on each batch, first one then the other, so that
+    the shared machine's load falls on them alike."""
+    seconds: list[list[float]] = [[] for _ in concept_ids]
+    for i, texts in enumerate(batches):
+        order = list(range(len(concept_ids)))
+        for j in order if i % 2 == 0 else order[::-1]:
+            start = time.perf_counter()
+            await classify(client, concept_ids[j], texts)
+            seconds[j].append(time.perf_counter() - start)
     return seconds
 
 
@@ -137,6 +147,7 @@ async def measure(args: argparse.Namespace) -> dict:
         started = time.perf_counter()
         _, concept_id = await build(client, notes)
         built = time.perf_counter() - started
+        _, unpadded_id = await build(client, notes, pad_multiple=1)
         scores = []
         for i in range(0, len(texts), 32):
             scores += await classify(client, concept_id, texts[i:i + 32])
@@ -144,12 +155,13 @@ async def measure(args: argparse.Namespace) -> dict:
         rng = np.random.default_rng(0)
         ones = [[texts[int(i)]] for i in rng.integers(0, len(texts), args.one_calls)]
         batches = [[texts[int(i)] for i in rng.choice(len(texts), 32, replace=False)] for _ in range(args.batch_calls)]
-        one = await timed_calls(client, concept_id, ones)
-        batch = await timed_calls(client, concept_id, batches)
+        (one, one_unpadded) = await timed_calls(client, [concept_id, unpadded_id], ones)
+        (batch, batch_unpadded) = await timed_calls(client, [concept_id, unpadded_id], batches)
     app.state.runner.shutdown()
     floor, path = floor_seconds(batches)
     floor_one, _ = floor_seconds(ones)
     return {"built_seconds": round(built, 1), "max_abs_difference": difference, "one": one, "batch": batch,
+            "one_unpadded": one_unpadded, "batch_unpadded": batch_unpadded,
             "floor": floor, "floor_one": floor_one, "floor_model": path, "clauses": clauses_per_note(texts)}
 
 
@@ -182,11 +194,17 @@ def main() -> None:
     batch_p50, floor_p50 = percentile_ms(m["batch"], 50), percentile_ms(m["floor"], 50)
     report = {
         "benchmark": "classify", "machine": machine(),
-        "setup": {"notes": args.notes, "embedding": "segments (clauses), document_vectors: segments (the demo's)",
+        "setup": {"notes": args.notes, "embedding": "segments (clauses), document_vectors: segments (the demo's), "
+                                                    f"pad_multiple {PAD_MULTIPLE}",
                   "sae": SAE_CONFIG, "concept": f"probe on labels {POSITIVE}", "built_seconds": m["built_seconds"]},
         "one_note": {"calls": args.one_calls, "p50_ms": percentile_ms(m["one"], 50),
                      "p95_ms": percentile_ms(m["one"], 95)},
         "batch32": {"calls": args.batch_calls, "p50_ms": batch_p50, "p95_ms": percentile_ms(m["batch"], 95)},
+        "pad_multiple_1": {
+            "what": "the same calls on a run of the same notes padded as runs were before they recorded a "
+                    "pad_multiple (each sequence to its own length under 16), taking turns with the default's",
+            "one_note": {"p50_ms": percentile_ms(m["one_unpadded"], 50), "p95_ms": percentile_ms(m["one_unpadded"], 95)},
+            "batch32": {"p50_ms": percentile_ms(m["batch_unpadded"], 50)}},
         "floor": {"what": "sentence-transformers encode of the same notes, whole, the same model directory",
                   "model": m["floor_model"], "batch32": {"p50_ms": floor_p50},
                   "one_note": {"p50_ms": percentile_ms(m["floor_one"], 50), "p95_ms": percentile_ms(m["floor_one"], 95)},

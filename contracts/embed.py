@@ -105,6 +105,10 @@ class ModelInfo(BaseModel):
                                     "weights were made.")
 
 
+PAD_MULTIPLE = 4
+"""A new run's `pad_multiple` (services/embedder/chunking.py `padded_length`)."""
+
+
 class EmbeddingRunSpec(BaseModel):
     """How a dataset is embedded: one model, one pooling, one chunking."""
 
@@ -163,6 +167,14 @@ class EmbeddingRunSpec(BaseModel):
         "a second time (on the demo's notes about 70 % of the tokens); its chunks are then its segments. "
         "Clause probes barely move, text search over documents is weaker (known-item MRR 0.94 -> 0.84 "
         "on Medical Abstracts; bench/results/doc-vectors.json).",
+    )
+
+    pad_multiple: int = Field(
+        default=PAD_MULTIPLE, ge=1, le=64,
+        description="Each sequence is padded to a width fixed by its own length (so that a text gets the same "
+        "vector alone as in any batch), at least a multiple of this: 4 (the default) puts a note's short clauses "
+        "in a few widths, so one note is a few forward passes, not a dozen. Runs made before it was recorded "
+        "used 1.",
     )
 
     @field_validator("document_vectors")

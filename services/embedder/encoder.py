@@ -26,6 +26,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 import torch
 
+from contracts.embed import PAD_MULTIPLE
 from services.embedder.chunking import ChunkPlan, chunk_token_windows, pack_batches, padded_length
 from services.embedder.errors import EmbedderInputError, RunCancelledError
 from services.embedder.models import LoadedModel, default_threads
@@ -156,13 +157,14 @@ def forward_chunks(
     max_batch_size: int,
     on_tokens: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    pad_multiple: int = 1,
 ) -> np.ndarray:
     """float32 [C, d]: every chunk's pooled vector, computed in batches of chunks padded to one
     width that depends on each chunk's own length only (`padded_length`), so that a chunk's
     vector does not depend on the other texts embedded with it: on CPU, bf16 included, a text
     embedded alone (a query) gets bit for bit the vector it got inside an embedding run."""
     seq_lengths = plan.lengths + lm.n_special  # [C]
-    widths = np.minimum(padded_length(seq_lengths), lm.max_length)  # [C]: never past the model's window
+    widths = np.minimum(padded_length(seq_lengths, pad_multiple), lm.max_length)  # [C]: never past the model's window
     batches = pack_batches(widths, batch_tokens=batch_tokens, max_batch_size=max_batch_size,
                            max_attention=getattr(lm.model, "max_attention", None))
     out = torch.empty(len(seq_lengths), lm.dim, dtype=torch.float32, device=lm.device)  # [C, d]
@@ -244,6 +246,7 @@ def embed_texts(
     max_batch_size: int = 1024,
     on_tokens: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    pad_multiple: int = PAD_MULTIPLE,
 ) -> Embedded:
     """Chunk-and-average embeddings of `texts`, in input order; no token is dropped.
 
@@ -254,7 +257,7 @@ def embed_texts(
     plan = chunk_token_windows(tok.n_tokens, lm.window)
     chunk_vecs = forward_chunks(
         lm, tok, plan, pooling=pooling, batch_tokens=batch_tokens or default_batch_tokens(lm.device),
-        max_batch_size=max_batch_size, on_tokens=on_tokens, should_stop=should_stop,
+        max_batch_size=max_batch_size, on_tokens=on_tokens, should_stop=should_stop, pad_multiple=pad_multiple,
     )
     n_chunks = np.bincount(plan.doc, minlength=len(texts)).astype(np.int64)  # [D]
     vectors = np.zeros((len(texts), lm.dim), dtype=np.float32)  # [D, d]

@@ -8,10 +8,14 @@ chunk's padded width is a function of its own length: encoder.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
 
 from contracts.embed import EmbeddingRunSpec, PassageRequest, PassageResponse, PassageSegments
 from contracts.model_allowlist import canonical_encoder
 from contracts.packed import PackedArray
+from services.embedder.batching import Batcher
 from services.embedder.config import EmbedderSettings
 from services.embedder.encoder import Embedded, default_batch_tokens, embed_texts
 from services.embedder.errors import RequestTooLargeError
@@ -32,7 +36,7 @@ def _embed(lm: LoadedModel, texts: Sequence[str], spec: EmbeddingRunSpec, settin
            documents: bool) -> tuple[Embedded | None, SegmentVectors | None]:
     kw = {"pooling": spec.pooling, "normalize": spec.normalize,
           "batch_tokens": spec.batch_tokens or settings.batch_tokens or default_batch_tokens(lm.device),
-          "max_batch_size": settings.max_batch_size}
+          "max_batch_size": settings.max_batch_size, "pad_multiple": spec.pad_multiple}
     segments = embedded = None
     if spec.segments:
         segments = embed_segments(lm, texts, unit=spec.segment_unit, **kw)
@@ -43,17 +47,43 @@ def _embed(lm: LoadedModel, texts: Sequence[str], spec: EmbeddingRunSpec, settin
     return embedded, segments
 
 
+class Part(NamedTuple):
+    """One request's share of a batch: its documents' vectors, its segments (doc counted from its first text)."""
+    documents: np.ndarray | None  # float32 [texts, d]
+    segments: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None  # doc, start, end, vectors float16
+
+
+def split(computed: tuple[Embedded | None, SegmentVectors | None], sizes: list[int]) -> list[Part]:
+    embedded, segments = computed
+    parts, first = [], 0
+    for n in sizes:
+        seg = None
+        if segments is not None:
+            rows = (segments.doc >= first) & (segments.doc < first + n)
+            seg = (segments.doc[rows] - first, segments.char_start[rows], segments.char_end[rows],
+                   segments.vectors[rows].astype("float16"))
+        parts.append(Part(None if embedded is None else embedded.vectors[first:first + n].astype("float32"), seg))
+        first += n
+    return parts
+
+
+_batcher: Batcher[Part] = Batcher(max_texts=256)
+
+
 def embed_passages(models: ModelCache, body: PassageRequest, settings: EmbedderSettings) -> PassageResponse:
-    """The texts' document vectors (when asked) and segment vectors (when the spec has segments)."""
+    """The texts' document vectors (when asked) and segment vectors (when the spec has segments); requests for
+    the same model and spec that wait while it is busy are computed together (batching.py)."""
     check_passages(body.texts, max_texts=settings.max_texts, max_chars=settings.max_passage_chars)
     spec = body.spec
     lm = models.get(spec.model, max_length=spec.max_length, prompt_name=spec.prompt_name, precision=spec.precision)
-    with lm.lock:  # the tokenizer is not re-entrant: one request at a time on this model (as /embed)
-        embedded, segments = _embed(lm, body.texts, spec, settings, body.documents)
-    packed = None if segments is None else PassageSegments(
-        doc=PackedArray.of(segments.doc.astype("int64")), start=PackedArray.of(segments.char_start.astype("int32")),
-        end=PackedArray.of(segments.char_end.astype("int32")), vectors=PackedArray.of(segments.vectors.astype("float16")))
+    _batcher.max_texts = settings.max_texts
+    # the model's lock: its tokenizer is not re-entrant, one pass at a time on this model (as /embed)
+    part = _batcher.run(lm.lock, (id(lm.lock), spec.model_dump_json(), body.documents), body.texts,
+                        lambda texts: _embed(lm, texts, spec, settings, body.documents), split)
+    packed = None if part.segments is None else PassageSegments(
+        doc=PackedArray.of(part.segments[0].astype("int64")), start=PackedArray.of(part.segments[1].astype("int32")),
+        end=PackedArray.of(part.segments[2].astype("int32")), vectors=PackedArray.of(part.segments[3]))
     return PassageResponse(
         model_name=canonical_encoder(spec.model, models.default_model), precision=lm.precision, engine=lm.engine,
         prompt=lm.prompt_text, provenance=lm.provenance, dim=lm.dim,
-        documents=None if embedded is None else PackedArray.of(embedded.vectors.astype("float32")), segments=packed)
+        documents=None if part.documents is None else PackedArray.of(part.documents), segments=packed)

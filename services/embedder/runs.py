@@ -148,7 +148,8 @@ class ShardWork:
 
         spec = self.payload.spec
         kw = {"pooling": spec.pooling, "normalize": spec.normalize, "batch_tokens": self.batch_tokens,
-              "max_batch_size": self.settings.max_batch_size, "should_stop": self.should_stop}
+              "max_batch_size": self.settings.max_batch_size, "should_stop": self.should_stop,
+              "pad_multiple": spec.pad_multiple}
         segments = None
         if spec.document_vectors == "segments":  # the documents' vectors from their segments': one pass
             segments = embed_segments(self.lm, texts, unit=spec.segment_unit, cache=self.segment_cache,

@@ -70,6 +70,16 @@ def test_padded_length_is_own_length_rounded_up_a_little() -> None:
     assert (padded_length(n[::-1]) == w[::-1]).all(), "a function of each length alone"
 
 
+def test_a_pad_multiple_puts_short_sequences_in_few_widths() -> None:
+    """A run's default: short clauses (6-30 tokens with their specials) in 7 widths instead of 18; a long
+    sequence padded as before."""
+    n = np.arange(0, 1025)
+    w = padded_length(n, 4)
+    assert (w >= n).all() and (w % 4 == 0).all() and (w[64:] == padded_length(n)[64:]).all()
+    assert len(np.unique(w[6:31])) == 7 and len(np.unique(padded_length(n)[6:31])) == 18
+    assert (padded_length(n[::-1], 4) == w[::-1]).all(), "a function of each length alone"
+
+
 def test_pack_batches_never_mixes_widths() -> None:
     rng = np.random.default_rng(1)
     widths = padded_length(rng.integers(3, 258, size=500))

@@ -4,6 +4,7 @@ go in with the `query` prompt; a run recorded as 'default' before the change is 
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
 
+from contracts.embed import EmbeddingRunSpec
 from tests.gateway.polling import wait_done
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -90,10 +92,16 @@ def test_runs_recorded_as_default_become_minilm(tmp_path) -> None:  # noqa: ANN0
             conn.execute(text("INSERT INTO embedding_runs (id, dataset_id, model, pooling, normalize, status, spec,"
                               " created_at) VALUES (:i, 1, :m, 'mean', 1, 'succeeded', :s, '2026-11-01')"),
                          {"i": i, "m": model, "s": spec})
-    upgrade(url)
+    upgrade(url, "0007")
     with engine.connect() as conn:
         rows = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT id, model, spec FROM embedding_runs"))}
-    engine.dispose()
     assert rows[1][0] == "all-MiniLM-L6-v2" and '"model": "all-MiniLM-L6-v2"' in rows[1][1]
     assert rows[2][0] == "imported:x" and '"query_model": "all-MiniLM-L6-v2"' in rows[2][1]
     assert rows[3] == ("bio", '{"model": "bio"}')
+
+    upgrade(url)  # the runs made before a run recorded its padding were padded to their sequences' own lengths
+    with engine.connect() as conn:
+        specs = [json.loads(r[0]) for r in conn.execute(text("SELECT spec FROM embedding_runs ORDER BY id"))]
+    engine.dispose()
+    assert [s["pad_multiple"] for s in specs] == [1, 1, 1] and specs[2] == {"model": "bio", "pad_multiple": 1}
+    assert EmbeddingRunSpec().pad_multiple == 4  # a new run's
