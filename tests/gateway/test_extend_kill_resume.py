@@ -21,7 +21,7 @@ from tests.gateway.shared_runs import SMALL
 from tests.live import HTTP, create_key, live_server
 
 pytestmark = pytest.mark.slow
-N_OLD, N_NEW, BATCH = 20, 40, 2  # 20 batches: the kill lands mid-job
+N_OLD, N_NEW, BATCH = 20, 16, 2  # 8 batches: the kill lands mid-job
 
 
 def csv_bytes(notes) -> bytes:  # noqa: ANN001
