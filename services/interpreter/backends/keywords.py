@@ -19,6 +19,7 @@ apostrophes (so "dell'ospedale" gives "ospedale"), stop-words never start or end
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from array import array
 from collections import Counter
@@ -148,6 +149,7 @@ class TermIndex:
         self.prior = self.background / max(self.background.sum(), 1e-12)  # [V], cached for log_odds_z
         self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
         self._shown: dict[str, str] = {}  # display's answers
+        self._places = threading.local()  # counts_at's table
 
     def present(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(columns, support): the terms found in any of `rows`, ascending, and float32 how many of the rows hold
@@ -157,12 +159,18 @@ class TermIndex:
         return columns.astype(np.int64), support.astype(np.float32)
 
     def counts_at(self, rows: Sequence[int], columns: np.ndarray) -> tuple[np.ndarray, int]:
-        """(float32 counts(rows)[columns], the rows' entries in all): `columns` ascending."""
+        """(float32 counts(rows)[columns], the rows' entries in all): `columns` distinct. Each entry is looked up
+        in a [V] table of places, set for `columns` and reset after (one per thread), so the cost is the rows'."""
         m = self.matrix
-        found = m.indices[row_entries(m.indptr, np.asarray(rows, np.int64))]
-        at = np.minimum(np.searchsorted(columns, found), max(len(columns) - 1, 0))
-        hit = columns[at] == found if len(columns) else np.zeros(len(found), bool)
-        return np.bincount(at[hit], minlength=len(columns)).astype(np.float32), len(found)
+        place = getattr(self._places, "table", None)
+        if place is None:
+            place = self._places.table = np.full(len(self.vocab), -1, np.int64)
+        place[columns] = np.arange(len(columns))
+        try:
+            at = place[m.indices[row_entries(m.indptr, np.asarray(rows, np.int64))]]
+        finally:
+            place[columns] = -1
+        return np.bincount(at[at >= 0], minlength=len(columns)).astype(np.float32), len(at)
 
     def counts(self, rows: Sequence[int]) -> np.ndarray:
         """float32 [V] documents among `rows` containing each term (the matrix's column sums over them)."""
