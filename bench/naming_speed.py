@@ -18,6 +18,7 @@ Usage: nice -n 10 python bench/naming_speed.py --data <prisma demo data dir> --b
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -50,7 +51,8 @@ def corpus_ref(artifacts: Path):
 
 def demo_label_embedder(artifacts: Path):
     """Labels embedded as the demo embeds them (gateway/embedded.py `label_embedder`): the embedding run's model,
-    pooling and query prompt, through the embedder service's model cache at its settings' precision."""
+    pooling and query prompt, through the embedder service's model cache at its settings' precision, padded
+    as the run's texts were (its spec's pad_multiple), so that both checkouts embed a label alike."""
     from services.embedder.config import EmbedderSettings
     from services.embedder.encoder import embed_texts
     from services.embedder.models import ModelCache
@@ -58,7 +60,11 @@ def demo_label_embedder(artifacts: Path):
     spec = json.loads(next(artifacts.glob("embedding-runs/*/spec.json")).read_text())
     lm = ModelCache.from_settings(EmbedderSettings(threads=1)).get(spec.get("model"), prompt_name="query" if spec.get("prompt") or spec.get(
         "prompt_name") else None)
-    return lambda texts: embed_texts(lm, texts, pooling=spec.get("pooling", "mean"), normalize=spec.get("normalize", True)).vectors
+    # padded as the run's own texts were (a run made before pad_multiple existed: 1), where the checkout pads
+    pad = ({"pad_multiple": spec.get("pad_multiple", 1)} if "pad_multiple" in inspect.signature(embed_texts).parameters
+           else {})
+    return lambda texts: embed_texts(lm, texts, pooling=spec.get("pooling", "mean"), normalize=spec.get("normalize", True),
+                                     **pad).vectors
 
 
 def name_all(data: Path, limit: int | None) -> dict:
