@@ -43,13 +43,8 @@ class NearMisses:
         """The CO_FEATURES features that fire most often where `feature` does (index order on ties)."""
         counts = column_counts(self.rows.indptr, self.rows.indices, active, self.corpus.n_features)  # [n]
         counts[feature] = 0
-        if len(counts) > CO_FEATURES:  # only the features at or above the CO_FEATURES-th count are sorted
-            kth = np.partition(counts, len(counts) - CO_FEATURES)[len(counts) - CO_FEATURES]
-            head = np.flatnonzero(counts >= kth)
-        else:
-            head = np.arange(len(counts))
-        top = head[np.lexsort((head, -counts[head]))][:CO_FEATURES]
-        return [int(j) for j in top if counts[j] > 0]
+        fired = np.flatnonzero(counts)  # only the features that co-fire are sorted (a few hundred of thousands)
+        return fired[np.lexsort((fired, -counts[fired]))][:CO_FEATURES].tolist()
 
     def add(self, ev: EvidenceSet) -> None:
         """Fill ev's near misses (segments of its co-firing features where it is silent: half held out, never
