@@ -4,16 +4,19 @@ over HTTP and the queues, each stage run by its own worker process."""
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gateway.demo.corpus import generate_notes
 from tests.distributed.conftest import N_NOTES
 from tests.distributed.harness import Deployment
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+N_NEW = 6
 
 
 def import_dataset(dep: Deployment, csv: Path) -> dict:
@@ -56,6 +59,35 @@ def test_pipeline_end_to_end(deployment: Deployment, baseline: dict, notes_csv: 
         first_note = list(csv.DictReader(f))[0]["text"][:40]
     for proc in dep.procs.values():
         assert first_note not in proc.log_text(), f"{proc.name} logged document text"
+
+
+def test_appended_notes_extend_the_run_across_the_workers(deployment: Deployment, baseline: dict) -> None:
+    """Notes appended to the baseline's dataset (after the fault tests, which compare runs with it): the SAE run's
+    extension job runs on the gateway worker, embeds the new notes through the embedder service, has the SAE
+    worker recompute the statistics, and a new note sent as text then gets the codes its row now holds."""
+    dep, sae = deployment, baseline["sae"]
+    new = list(generate_notes(n=N_NEW, seed=12))
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["id", "text"]] + [[f"added-{i}", note.text] for i, note in enumerate(new)])
+    resp = dep.post(f"/api/v1/datasets/{baseline['dataset']['id']}/documents",
+                    files={"file": ("more.csv", buf.getvalue().encode())})
+    assert resp.status_code == 201, resp.text
+    resp = dep.post(f"/api/v1/sae-runs/{sae['id']}/extend", json={"batch_documents": 2})
+    assert resp.status_code == 202, resp.text
+    job = dep.wait_done(f"/api/v1/jobs/{resp.json()['job_id']}")
+    assert job["status"] == "succeeded" and job["result"]["batches"] == N_NEW // 2, job
+    run = dep.get(f"/api/v1/sae-runs/{sae['id']}").json()
+    assert run["coverage"]["encoded_documents"] == N_NOTES + N_NEW and run["coverage"]["not_encoded"] == 0
+    assert "sae_extend" in dep.procs["gateway-worker"].log_text()
+    assert "sae_restats" in dep.procs["sae-worker"].log_text()
+    enc = dep.post(f"/api/v1/sae-runs/{sae['id']}/encode", json={"texts": [new[-1].text], "top": 256}).json()
+    docs = dep.get(f"/api/v1/datasets/{baseline['dataset']['id']}/documents?offset={N_NOTES + N_NEW - 1}").json()
+    stored = dep.get(f"/api/v1/sae-runs/{sae['id']}/documents/{docs['items'][0]['id']}").json()
+    assert stored["position"] == N_NOTES + N_NEW - 1 and stored["features"]
+    assert stored["n_active"] == enc["items"][0]["n_active"]
+    encoded = {f["index"]: f["activation"] for f in enc["items"][0]["features"]}
+    assert {f["index"]: encoded.get(f["index"]) for f in stored["features"]} == pytest.approx(
+        {f["index"]: f["activation"] for f in stored["features"]}, rel=1e-4, abs=1e-5)
 
 
 def test_gateway_processes_share_sessions(deployment: Deployment) -> None:
