@@ -23,6 +23,7 @@ from contracts.interpret import BackendOptions, FeatureInterpretations, Interpre
 from contracts.jobs import Progress
 from services.interpreter.backends import build_backend
 from services.interpreter.backends.base import Backend, FamilyNamer
+from services.interpreter.backends.keywords import KeywordsBackend
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.corpus import Corpus, load_corpus
 from services.interpreter.naming import Namer, name_families, naming_order
@@ -56,7 +57,7 @@ def _best_label(record: FeatureInterpretations) -> str | None:
 PREPARE_BATCHES = 8
 """Batches whose evidence and candidates are drawn together ahead of naming them (Namer.prepare), their
 candidates embedded in one call on a thread while the group before is named: a group is prepared while the
-one before it is named."""
+one before it is named (keywords back-ends only)."""
 POOL = 256
 """Best labels of the latest features named that a batch draws its random-label controls from."""
 
@@ -123,7 +124,9 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     started, named_now, resumed = time.perf_counter(), 0, 0
     shards: list[ArtifactInfo] = []
     tally = _Tally(keep_labels=bool(payload.families))
-    prepared = 0  # batches up to here are prepared or named
+    # a language model names a feature in seconds: a group of its features prepared at once would hold back
+    # the run's progress and its cancelling for minutes, so only the keywords back-ends' batches are prepared
+    prepared = 0 if all(isinstance(b, KeywordsBackend) for _, b in named_by) else len(batches)
     for index, batch in enumerate(batches):
         key = shard_key(prefix, index)
         if store.exists(key):
