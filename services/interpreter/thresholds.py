@@ -10,12 +10,14 @@ what holds_mask gave name by name, without a Python loop over segments.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
 
 from services.interpreter.calibration import Curve
 from services.interpreter.corpus import Corpus
+from services.interpreter.backends.keywords import SHORT_TEXT
 from services.interpreter.phrases import required_words, word_stems
 from services.interpreter.rows import spans
 
@@ -32,28 +34,31 @@ class StemIndex:
         self.ids: dict[str, int] = {}
         self._text_of: np.ndarray | None = None  # int64 [N]: each unit's distinct text
         self._starts = np.zeros(1, np.int64)  # int64 [T + 1]: text t's stem ids are _stems[_starts[t]:_starts[t + 1]]
-        self._stems = np.empty(0, np.int64)
+        self._stems = np.empty(0, np.int32)
 
     def _build(self) -> np.ndarray:
-        texts: dict[str, int] = {}
-        ids, found = self.ids, []
+        texts: dict[str, int] = {}  # short text -> its entry (clauses repeat; notes are rarely copies, not kept)
+        ids, stems, starts = self.ids, array("i"), array("q", [0])  # compact: no Python list per text
         text_of = np.empty(self.corpus.n_docs, np.int64)
         for start in range(0, self.corpus.n_docs, TEXT_BLOCK):
             block = self.corpus.texts.slice(start, TEXT_BLOCK).to_pylist()
             for p, text in enumerate(block, start):
                 text = text or ""
-                t = texts.get(text)
+                t = texts.get(text) if len(text) <= SHORT_TEXT else None
                 if t is None:
-                    t = texts[text] = len(found)
-                    found.append(sorted({ids.setdefault(s, len(ids)) for s in word_stems(text, self.language)}))
+                    t = len(starts) - 1
+                    if len(text) <= SHORT_TEXT:
+                        texts[text] = t
+                    stems.extend(sorted({ids.setdefault(s, len(ids)) for s in word_stems(text, self.language)}))
+                    starts.append(len(stems))
                 text_of[p] = t
-        self._starts = np.concatenate([[0], np.cumsum([len(f) for f in found], dtype=np.int64)])
-        self._stems = np.fromiter((i for f in found for i in f), np.int64, count=int(self._starts[-1]))
+        self._starts = np.frombuffer(starts, np.int64)
+        self._stems = np.frombuffer(stems, np.int32)
         self._text_of = text_of
         return text_of
 
     def of(self, position: int) -> np.ndarray:
-        """int64 [s]: the ids of the unit's distinct stems, ascending."""
+        """int32 [s]: the ids of the unit's distinct stems, ascending."""
         text_of = self._text_of if self._text_of is not None else self._build()
         t = int(text_of[position])
         return self._stems[self._starts[t]:self._starts[t + 1]]

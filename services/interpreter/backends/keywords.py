@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from services.interpreter.backends.base import (Backend, BackendOutputError, FamilyNamer, FamilyRequest,
                                                 LabelCandidate, NamingRequest, NamingResult)
 from services.interpreter.backends.stopwords import STOP_WORDS
-from services.interpreter.rows import column_counts, row_entries
+from services.interpreter.rows import row_entries
 
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _SENTENCE_END = re.compile(r"[.;:!?()\[\]{}\n]")
@@ -46,6 +46,10 @@ LABEL_WORDS = 8
 """Longest label, in words (a term list's words together): short enough to read as a name."""
 SPAN_WORDS = LABEL_WORDS
 """Longest extractive span, in words."""
+
+
+SHORT_TEXT = 400
+"""Characters up to which TermIndex recognises a repeated text (clauses repeat; a copy is tokenised once)."""
 
 
 def label_words(label: str) -> int:
@@ -121,23 +125,27 @@ class TermIndex:
         self.surfaces: dict[str, Counter[str]] = {}
         vocab: dict[str, int] = {}
         rows, cols = array("q"), array("q")  # compact: a corpus has ~10^3 (row, term) pairs a document
-        # segments repeat (the demo's 71,298 clauses hold 15,017 texts): each text tokenised once; a copy's surfaces
-        # are counted at the end (a copy brings no word or surface its first sight did not, so every Counter's
-        # order is a full pass's)
-        seen: dict[str, tuple[list[int], list[int]]] = {}
+        # short texts repeat (the demo's 71,298 clauses hold 15,017): tokenised once, a copy's terms copied and its
+        # surfaces counted at the end (a copy adds no new word or surface: every Counter's order is a full pass's)
+        seen: dict[str, list[int]] = {}  # short text -> [its terms' start in cols, their number, its copies]
         n = 0
         for n, text in enumerate(texts, 1):
-            found = seen.get(text)
+            found = seen.get(text) if len(text) <= SHORT_TEXT else None
             if found is None:
-                found = seen[text] = (list({vocab.setdefault(t, len(vocab)) for t in terms(text, self.surfaces)}), [0])
+                ids = {vocab.setdefault(t, len(vocab)) for t in terms(text, self.surfaces)}
+                if len(text) <= SHORT_TEXT:
+                    seen[text] = [len(cols), len(ids), 0]
+                cols.extend(ids)
+                rows.extend([n - 1] * len(ids))
             else:
-                found[1][0] += 1
-            rows.extend([n - 1] * len(found[0]))
-            cols.extend(found[0])
-        for text, (_, (copies,)) in seen.items():
+                found[2] += 1
+                cols.extend(cols[found[0]:found[0] + found[1]])
+                rows.extend([n - 1] * found[1])
+        for text, (_, _, copies) in seen.items():
             if copies:
                 for word, surface, *_ in tokens(text):
                     self.surfaces[word][surface] += copies
+        del seen
         matrix = sp.csr_matrix((np.ones(len(rows), np.float32), (np.frombuffer(rows, np.int64),
                                 np.frombuffer(cols, np.int64))), shape=(n, len(vocab)))
         df = np.asarray(matrix.sum(0)).ravel()
@@ -153,7 +161,7 @@ class TermIndex:
 
     def present(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(columns, support): the terms found in any of `rows`, ascending, and float32 how many of the rows hold
-        each (`counts(rows)` at its non-zero columns, without a [V] array: what a feature's statistics need)."""
+        each, without a [V] array: what a feature's statistics need."""
         m = self.matrix
         columns, support = np.unique(m.indices[row_entries(m.indptr, np.asarray(rows, np.int64))], return_counts=True)
         return columns.astype(np.int64), support.astype(np.float32)
@@ -171,11 +179,6 @@ class TermIndex:
         finally:
             place[columns] = -1
         return np.bincount(at[at >= 0], minlength=len(columns)).astype(np.float32), len(at)
-
-    def counts(self, rows: Sequence[int]) -> np.ndarray:
-        """float32 [V] documents among `rows` containing each term (the matrix's column sums over them)."""
-        m = self.matrix
-        return column_counts(m.indptr, m.indices, np.asarray(rows, dtype=np.int64), m.shape[1]).astype(np.float32)
 
     @cached_property
     def words_of(self) -> tuple[np.ndarray, np.ndarray]:
@@ -222,14 +225,11 @@ def top_columns(z: np.ndarray, support: np.ndarray, k: int, min_support: int) ->
 
 
 def spread(values: np.ndarray, columns: np.ndarray, n: int, fill: float = -np.inf) -> np.ndarray:
-    """float64 [n]: `values` at `columns`, `fill` elsewhere. The top-k selections over every column are kept as they
-    were (argpartition and an unstable argsort: ties come out in their order), so statistics computed on a
-    feature's own terms are laid back over the vocabulary before them; one pass, not the dozen the statistics
-    over every column took."""
+    """float64 [n]: `values` at `columns`, `fill` elsewhere: a feature's own terms' statistics laid over the
+    vocabulary, so that the top-k selections (argpartition, an unstable argsort) order ties as they did."""
     out = np.full(n, fill)
     out[columns] = values
     return out
-
 
 
 def top_terms(ranked: Sequence[tuple[str, float]], k: int, *, phrases_only: bool = False) -> list[str]:
