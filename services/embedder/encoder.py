@@ -26,7 +26,6 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 import torch
 
-from contracts.embed import PAD_MULTIPLE
 from services.embedder.chunking import ChunkPlan, chunk_token_windows, pack_batches, padded_length
 from services.embedder.errors import EmbedderInputError, RunCancelledError
 from services.embedder.models import LoadedModel, default_threads
@@ -246,11 +245,13 @@ def embed_texts(
     max_batch_size: int = 1024,
     on_tokens: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    pad_multiple: int = PAD_MULTIPLE,
+    pad_multiple: int = 1,
 ) -> Embedded:
     """Chunk-and-average embeddings of `texts`, in input order; no token is dropped.
 
-    `on_tokens(done, total)` reports tokens fed so far; `should_stop()` is polled per batch.
+    `on_tokens(done, total)` reports tokens fed so far; `should_stop()` is polled per batch. `pad_multiple`
+    (chunking.padded_length): an embedding run's and POST /passages pass their spec's; queries and labels,
+    compared with a run's vectors but never equal to one, keep 1 whatever the run.
     """
     pooling = effective_pooling(lm, pooling)
     tok = tokenize_texts(lm, texts)
