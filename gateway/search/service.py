@@ -105,12 +105,16 @@ def _text_prepare(state: Any, run_id: int, session: Session | None) -> _TextTarg
         run, emb = _run_and_dataset(db, run_id)
         spec = query_embedding(emb)  # NoQueryModel (409) for imported vectors without a query model
         space = load_search_space(db, state.store, run)  # SearchNotReady before any other work
-        sae_uri = run.result["artifacts"]["cfg"]["uri"].rsplit("/", 1)[0]
+        artifacts = run.result["artifacts"]
+        sae_uri = artifacts["cfg"]["uri"].rsplit("/", 1)[0]
         emb_id, dataset_id = emb.id, emb.dataset_id
-    uri = text_index.ensure_index(state.factory, state.store, emb_id, flat_max_docs=settings.search_flat_max_docs,
-                                  large=settings.search_large_index)
-    segments_uri = text_index.ensure_segment_ranker(state.factory, state.store, emb_id,
-                                                    max_distinct=settings.search_segments_max)
+    if "text_index" in artifacts:  # an extended run's own, over its embedding run's notes and the appended ones
+        uri, segments_uri = artifacts["text_index"]["uri"], (artifacts.get("segment_ranker") or {}).get("uri")
+    else:
+        uri = text_index.ensure_index(state.factory, state.store, emb_id, flat_max_docs=settings.search_flat_max_docs,
+                                      large=settings.search_large_index)
+        segments_uri = text_index.ensure_segment_ranker(state.factory, state.store, emb_id,
+                                                        max_distinct=settings.search_segments_max)
     return _TextTarget(spec=spec, index_uri=uri, sae_uri=sae_uri, sae_run_id=run_id, dataset_id=dataset_id,
                        space=space, segments_uri=segments_uri)
 

@@ -185,7 +185,7 @@ def segments_key(run_id: int) -> str:
     return f"embedding-runs/{run_id}/search/segments.npz"
 
 
-def _segment_shards(store: ArtifactStore, uris: list[str]) -> Iterator[dict[str, np.ndarray]]:
+def segment_shards(store: ArtifactStore, uris: list[str]) -> Iterator[dict[str, np.ndarray]]:
     for uri in uris:
         with np.load(io.BytesIO(store.read_bytes(uri)), allow_pickle=False) as z:
             yield {name: z[name] for name in ("vectors", "position", "char_start", "char_end")}
@@ -211,7 +211,7 @@ def ensure_segment_ranker(factory: sessionmaker[Session], store: ArtifactStore, 
             with session_scope(factory) as session:
                 uri = _catalogued(session, run_id, key, store, segment_rank.KIND)
             if uri is None:
-                ranker = segment_rank.build(read_shards(store, shards), _segment_shards(store, segments),
+                ranker = segment_rank.build(read_shards(store, shards), segment_shards(store, segments),
                                             max_distinct=max_distinct)
                 if ranker is not None:
                     info = store.write_bytes(key, segment_rank.to_bytes(ranker), kind=segment_rank.KIND)

@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 from gateway.db import session_scope
+from gateway.domain.concepts.service import dense_vectors
 from gateway.demo.corpus import generate_notes
 from gateway.domain.runs.models import SaeRun
 from tests.gateway.polling import wait_done
@@ -75,6 +76,10 @@ async def test_extension_encodes_appended_notes_as_the_run_would(app, client, au
     page = (await viewer.get(f"/sae-runs/{run_id}")).text
     assert "since this SAE was trained" in page and "Encode the" not in page
 
+    query = {"mode": "text", "text": new[-1].text, "limit": 5}
+    found = (await client.post(f"/api/v1/sae-runs/{run_id}/search", headers=auth, json=query)).json()
+    assert found["total"] == N_OLD and max(d["position"] for d in found["items"]) < N_OLD  # not yet encoded
+
     resp = await client.post(f"/api/v1/sae-runs/{run_id}/extend", headers=auth, json={"batch_documents": 3})
     assert resp.status_code == 202, resp.text
     assert resp.json()["from_documents"] == N_OLD and resp.json()["to_documents"] == N_OLD + N_NEW
@@ -114,6 +119,20 @@ async def test_extension_encodes_appended_notes_as_the_run_would(app, client, au
     feature, act = max(((f["index"], f["activation"]) for f in items[-1]["features"]), key=lambda x: x[1])
     detail = (await client.get(f"/api/v1/sae-runs/{run_id}/features/{feature}", headers=auth)).json()
     assert detail["density"] == pytest.approx(codes[:, feature].nnz / (N_OLD + N_NEW))
+
+    # text search finds a new note by its text, ranked by its clauses too (the SAE run's own index of every note)
+    found = await client.post(f"/api/v1/sae-runs/{run_id}/search", headers=auth, json=query)
+    assert found.status_code == 200, found.text
+    found = found.json()
+    assert found["total"] == N_OLD + N_NEW and found["ranked_by"] == "documents and segments"
+    assert found["items"][0]["position"] == N_OLD + N_NEW - 1, [(d["position"], d["score"]) for d in found["items"]]
+    with session_scope(app.state.factory) as session:
+        artifacts = session.get(SaeRun, run_id).result["artifacts"]
+    assert {"appended_vectors", "text_index", "segment_ranker"} <= set(artifacts)
+    with session_scope(app.state.factory) as session:  # a concept's dense baseline reads every note's vector
+        dense = dense_vectors(app.state, session.get(SaeRun, run_id))
+    assert dense.shape[0] == N_OLD + N_NEW and np.allclose(np.linalg.norm(dense, axis=1), 1, atol=1e-5)
+    assert int(np.argmax(dense @ dense[-1])) == N_OLD + N_NEW - 1
 
     # search finds the new note, and a concept applied to the run includes it
     expr = f"F{feature} >= {act * 0.999:.6f}"

@@ -61,10 +61,16 @@ def run_data(session: Session, store: Any, sae_run_id: int, *, field: str = "sae
 
 
 def dense_vectors(app_state: Any, run: SaeRun) -> np.ndarray | None:
-    """The SAE run's embedding vectors (unit rows, [docs, d]) for the dense baseline; None when it has none."""
+    """The SAE run's embedding vectors (unit rows, [docs, d]) for the dense baseline, the notes appended to an
+    extended run after its embedding run's; None when it has none."""
+    from gateway.domain.runs.extend_search import appended, unit_rows
     from gateway.search.text_index import run_vectors
 
-    return run_vectors(app_state.factory, app_state.store, run.embedding_run_id)
+    vectors = run_vectors(app_state.factory, app_state.store, run.embedding_run_id)
+    extra = appended(app_state.store, (run.result or {}).get("artifacts") or {})
+    if vectors is None or extra is None:
+        return vectors
+    return np.concatenate([vectors, unit_rows(extra["documents"])])
 
 
 def _where(exc: ValueError) -> dict[str, Any]:

@@ -4,7 +4,7 @@ The new notes are embedded and encoded as the run's own (runs/passages.py: the e
 embedding run's spec and segments, then the SAE service's POST /codes with the trained SAE, a note's codes the max
 over its segments' where the run pools them), a batch at a time, each batch a checkpoint artifact
 (`sae-runs/<id>/extend-<documents>/batch-NNNNN.npz`): a retried job skips the batches it finds. Then the run's codes
-are written whole again under that prefix, the statistics that count over documents are recomputed over all of
+are written whole again under that prefix, with what text search reads (runs/extend_search.py), the statistics that count over documents are recomputed over all of
 them by the SAE service (`sae_restats`), and one database update switches the run's result to the new artifacts and
 its features' statistics; until then every reader sees the old codes. Names and families are not redone.
 """
@@ -32,6 +32,7 @@ from gateway.domain.jobs.service_jobs import run_service_job
 from gateway.domain.runs import repo
 from gateway.domain.runs.errors import RunInputError
 from gateway.domain.runs.extend_codes import merge, update_feature_stats, write_batch
+from gateway.domain.runs.extend_search import APPENDED, SEARCH_ARTIFACTS, build_search, merge_appended
 from gateway.domain.runs.models import SaeRun
 from gateway.domain.runs.passages import PassageTarget, encode_texts, passage_target
 from gateway.domain.runs.sae import feature_rows
@@ -54,6 +55,7 @@ class Plan:
     codes_uri: str
     artifacts: dict[str, Any]
     prefix: str
+    embedding_result: dict[str, Any]  # the embedding run's: its shards and segments, for text search
 
 
 def encoded_documents(run: SaeRun) -> int:
@@ -114,8 +116,10 @@ def _plan(ctx: JobContext, job: SaeExtendJob) -> Plan | None:
             return None
         target = _target(session, run)
         artifacts = dict(run.result["artifacts"])
+        emb = repo.get_embedding_run(session, run_id=run.embedding_run_id)
         return Plan(target=target, from_documents=encoded_documents(run), codes_uri=artifacts["codes_csr"]["uri"],
-                    artifacts=artifacts, prefix=f"sae-runs/{run.id}/extend-{job.to_documents}")
+                    artifacts=artifacts, prefix=f"sae-runs/{run.id}/extend-{job.to_documents}",
+                    embedding_result=dict(emb.result or {}))
 
 
 def _texts(ctx: JobContext, dataset_id: int, start: int, end: int) -> list[str]:
@@ -140,7 +144,7 @@ async def _encode_batches(ctx: JobContext, job: SaeExtendJob, plan: Plan) -> lis
         if not await asyncio.to_thread(ctx.store.exists, key):  # a resumed job skips the batches it wrote
             await asyncio.to_thread(ctx.check_cancelled)
             texts = await asyncio.to_thread(_texts, ctx, plan.target.dataset_id, start, end)
-            encoded = await encode_texts(ctx.services, plan.target, texts)
+            encoded = await encode_texts(ctx.services, plan.target, texts, search_vectors=True)
             await asyncio.to_thread(write_batch, ctx.store, key, encoded, start)
         progress = meter.progress(end - first, f"batch {b + 1} of {len(keys)}")
         await asyncio.to_thread(ctx.report, progress, force=b == len(keys) - 1)
@@ -163,8 +167,8 @@ def _record(ctx: JobContext, job: SaeExtendJob, plan: Plan, merged: dict[str, Ar
         update_feature_stats(session, sae_run_id=job.run_id, rows=rows)
         extension = {"trained_documents": trained_documents(run), "from_documents": plan.from_documents,
                      "job_id": ctx.job_id, "at": utcnow().isoformat()}
-        artifacts = {**run.result["artifacts"], **{k: ArtifactInfo.model_validate(v).model_dump(mode="json")
-                                                   for k, v in new.items()}}
+        kept = {k: v for k, v in run.result["artifacts"].items() if k not in SEARCH_ARTIFACTS}  # rebuilt, or none
+        artifacts = {**kept, **{k: ArtifactInfo.model_validate(v).model_dump(mode="json") for k, v in new.items()}}
         run.result = {**run.result, "num_documents": job.to_documents, "artifacts": artifacts, "extension": extension}
 
 
@@ -175,6 +179,9 @@ async def sae_extend_handler(ctx: JobContext, payload: dict[str, Any]) -> dict[s
         return {"run_id": job.run_id, "documents": job.to_documents, "already": True}
     keys = await _encode_batches(ctx, job, plan)
     merged = await asyncio.to_thread(merge, ctx.store, plan.prefix, plan.artifacts, keys)
+    merged[APPENDED] = await asyncio.to_thread(merge_appended, ctx.store, plan.prefix, plan.artifacts, keys)
+    merged |= await asyncio.to_thread(build_search, ctx.store, ctx.settings, plan.embedding_result,
+                                      merged[APPENDED].uri, plan.prefix)
     with session_scope(ctx.factory) as session:
         config = repo.get_sae_run(session, run_id=job.run_id).config
     restats = SaeRestatsPayload(codes_csr=merged["codes_csr"], sae_uri=plan.target.sae_uri, stats=config["stats"],

@@ -32,12 +32,19 @@ def _csr(z: Any, prefix: str) -> sp.csr_matrix:
 
 
 def write_batch(store: ArtifactStore, key: str, encoded: EncodedTexts, first_position: int) -> None:
-    """One batch's codes [texts, n] and, with segments, their codes [S, n], document positions and spans."""
+    """One batch's codes [texts, n] and, with segments, their codes [S, n], document positions and spans; the texts'
+    vectors for text search where they were computed."""
     arrays = _csr_arrays("codes", sp.csr_matrix(encoded.codes, dtype=np.float32))
     if encoded.segments is not None:
         arrays |= _csr_arrays("segment_codes", sp.csr_matrix(encoded.segment_rows, dtype=np.float32))
         arrays["position"] = encoded.segments.doc.astype(np.int64) + first_position
         arrays["char_start"], arrays["char_end"] = encoded.segments.spans[:, 0], encoded.segments.spans[:, 1]
+    if (search := encoded.search) is not None:  # what text search reads (runs/extend_search.py)
+        arrays["vectors"] = search.documents.astype(np.float32)
+        if search.segment_vectors is not None:
+            arrays["search_segment_vectors"] = search.segment_vectors.astype(np.float16)
+            arrays["search_position"] = search.doc.astype(np.int64) + first_position
+            arrays["search_char_start"], arrays["search_char_end"] = search.spans[:, 0], search.spans[:, 1]
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     store.write_bytes(key, buf.getvalue(), kind="sae-extend-batch")

@@ -51,11 +51,24 @@ class PassageTarget:
     model: ModelUsed
 
 
-class EncodedTexts:
-    """Texts' codes: [texts, n] CSR, and, where the run pools segments, their segments' codes and spans."""
+@dataclass(frozen=True)
+class SearchVectors:
+    """What text search reads of texts, as an embedding run's shards hold it: the documents' vectors, and where the
+    run has segments, theirs with each one's text and span."""
 
-    def __init__(self, codes: sp.csr_matrix, segments: SegmentCodes | None, segment_rows: sp.csr_matrix | None) -> None:
-        self.codes, self.segments, self.segment_rows = codes, segments, segment_rows
+    documents: np.ndarray  # float32 [texts, d]
+    segment_vectors: np.ndarray | None  # float16 [S, d]
+    doc: np.ndarray | None  # int64 [S]: each segment's text, counted from the first
+    spans: np.ndarray | None  # int64 [S, 2]: character start and end
+
+
+class EncodedTexts:
+    """Texts' codes: [texts, n] CSR, and, where the run pools segments, their segments' codes and spans; the vectors
+    text search reads when they were asked for."""
+
+    def __init__(self, codes: sp.csr_matrix, segments: SegmentCodes | None, segment_rows: sp.csr_matrix | None,
+                 search: SearchVectors | None = None) -> None:
+        self.codes, self.segments, self.segment_rows, self.search = codes, segments, segment_rows, search
 
 
 def model_used(emb: EmbeddingRun) -> ModelUsed:
@@ -136,22 +149,28 @@ def check_texts(texts: list[str], *, max_texts: int, max_bytes: int) -> None:
                                 "a document", field=f"texts.{i}", status_code=413)
 
 
-def _request_spec(target: PassageTarget) -> dict[str, Any]:
-    """The run's spec, without segments where neither the SAE nor the documents' vectors read them."""
-    if target.pooled or target.spec.get("document_vectors") == "segments":
+def _request_spec(target: PassageTarget, search_vectors: bool) -> dict[str, Any]:
+    """The run's spec, without segments where neither the SAE, the documents' vectors nor text search read them."""
+    if target.pooled or search_vectors or target.spec.get("document_vectors") == "segments":
         return target.spec
     return {**target.spec, "segments": False}
 
 
-async def encode_texts(services: Any, target: PassageTarget, texts: list[str]) -> EncodedTexts:
-    """The texts' codes as the run's pipeline computed its notes' (services/sae/pipeline.py `analyse`)."""
-    answer = await services.post("embedder", "/passages", {"texts": texts, "spec": _request_spec(target),
-                                                           "documents": not target.pooled})
+async def encode_texts(services: Any, target: PassageTarget, texts: list[str], *,
+                       search_vectors: bool = False) -> EncodedTexts:
+    """The texts' codes as the run's pipeline computed its notes' (services/sae/pipeline.py `analyse`); with
+    `search_vectors`, also their vectors as the embedding run's shards hold its notes' (what text search reads)."""
+    answer = await services.post("embedder", "/passages", {"texts": texts,
+                                                           "spec": _request_spec(target, search_vectors),
+                                                           "documents": search_vectors or not target.pooled})
     _check_model(target, answer)
+    documents = None if answer.get("documents") is None else PackedArray.model_validate(answer["documents"]).array()
+    segments = _segments(answer) if answer.get("segments") is not None else None  # vectors float16, as the shards
+    search = None if not search_vectors else SearchVectors(documents, *(
+        (segments[2], segments[0], segments[1]) if segments is not None else (None, None, None)))
     if not target.pooled:
-        vectors = PackedArray.model_validate(answer["documents"]).array()  # float32 [texts, d], as the shards
-        return EncodedTexts(await _codes(services, target.sae_uri, vectors), None, None)
-    doc, spans, vectors = _segments(answer)  # float16, as the segment shards hold them
+        return EncodedTexts(await _codes(services, target.sae_uri, documents), None, None, search)
+    doc, spans, vectors = segments
     rows = await _codes(services, target.sae_uri, vectors)  # [S, n]
     codes = max_pool_rows(rows, doc, len(texts))  # services/sae/segments.py pooled_codes
-    return EncodedTexts(codes, SegmentCodes(rows.tocsc(), doc, spans), rows)
+    return EncodedTexts(codes, SegmentCodes(rows.tocsc(), doc, spans), rows, search)
