@@ -32,6 +32,7 @@ nothing (search hits and name scores are noise); what such a run measures is tim
 
     nice -n 19 python bench/e2e.py --n 2000 --embedding computed
     nice -n 19 python bench/e2e.py --n 200000 --embedding imported [--mode distributed]
+    timeout 540 python bench/e2e.py --n 200000 --embedding imported; python bench/e2e.py --resume /tmp/prisma-e2e-…
     nice -n 19 python bench/e2e.py --make-donors
     nice -n 19 python bench/e2e.py --make-query-model /tmp/bert768 --dim 768
     nice -n 19 python bench/e2e.py --n 200000 --embedding imported --dim 768 --expansion 16 --query-model /tmp/bert768
@@ -61,6 +62,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from bench.e2e_data import (make_donors, make_query_model, save_donors, synthetic_vectors,  # noqa: E402
                             widen, write_corpus)
 from bench.e2e_deploy import Client, Deployment, Distributed, Embedded, PeakMeter, tree_bytes  # noqa: E402
+from bench.e2e_state import StageState, stop_on_sigterm  # noqa: E402
 
 RESULTS = ROOT / "bench/results/e2e.json"
 PROBE_LABEL = "bronchiolitis:confirmed"
@@ -71,9 +73,10 @@ MIB = 2**20
 class Pipeline:
     """The stages in order; each returns its extra figures and leaves ids on self."""
 
-    def __init__(self, client: Client, args: argparse.Namespace, corpus: Path, vectors: Path | None) -> None:
-        self.c, self.args, self.corpus, self.vectors = client, args, corpus, vectors
-        self.ids: dict[str, Any] = {}
+    def __init__(self, client: Client, args: argparse.Namespace, corpus: Path, vectors: Path | None,
+                 state: StageState) -> None:
+        self.c, self.args, self.corpus, self.vectors, self.state = client, args, corpus, vectors, state
+        self.ids: dict[str, Any] = state.ids  # saved with the state after every stage
 
     def upload(self) -> dict:
         with self.corpus.open("rb") as f:
@@ -84,8 +87,8 @@ class Pipeline:
 
     def embed(self) -> dict:
         body = {"dataset_id": self.ids["dataset"]} | ({"precision": self.args.precision} if self.args.precision else {})
-        run = self.c.call("POST", "/api/v1/embedding-runs", json=body).json()
-        run = self.c.done(f"/api/v1/embedding-runs/{run['id']}")
+        run = self.c.done(self.state.job("embed", lambda: "/api/v1/embedding-runs/"
+                                         f"{self.c.call('POST', '/api/v1/embedding-runs', json=body).json()['id']}"))
         self.ids["embedding"], self.ids["embedding_run"] = run["id"], run
         return {"docs_per_s": run["docs_per_s"], "chunks": run["n_chunks"], "tokens": run["n_tokens"],
                 "model": run["model"], "precision": (run["result"] or {}).get("precision"),
@@ -101,20 +104,24 @@ class Pipeline:
         return {"upload_bytes": self.vectors.stat().st_size, "dim": run["dim"]}
 
     def sae(self) -> dict:
-        config = {"expansion_factor": self.args.expansion, "k": self.args.k, "max_steps": self.args.sae_steps}
-        run = self.c.call("POST", "/api/v1/sae-runs",
-                          json={"embedding_run_id": self.ids["embedding"], "config": config}).json()[0]
-        run = self.c.done(f"/api/v1/sae-runs/{run['id']}")
+        config = {"expansion_factor": self.args.expansion, "k": self.args.k}
+        config |= {"max_steps": self.args.sae_steps} if self.args.sae_steps else {}  # else the product's schedule
+        body = {"embedding_run_id": self.ids["embedding"], "config": config}
+        run = self.c.done(self.state.job("sae", lambda: "/api/v1/sae-runs/"
+                                         f"{self.c.call('POST', '/api/v1/sae-runs', json=body).json()[0]['id']}"))
         self.ids["sae"] = run["id"]
         m = run["metrics"] or {}
+        sae = (run.get("config") or {}).get("sae") or {}
         return {"config": config, "n_latents": run["n_latents"],
+                "schedule": {k: sae.get(k) for k in ("epochs", "max_steps", "max_samples", "batch_size")},
+                "steps": ((run.get("loss_curve") or [{}])[-1].get("step") or 0) + 1,  # the last step's index + 1
                 **{k: m.get(k) for k in ("fvu", "explained_variance", "dead_fraction", "l0") if k in m}}
 
     def naming(self) -> dict:
-        job = self.c.call("POST", f"/api/v1/sae-runs/{self.ids['sae']}/interpretations",
-                          json={"backends": [{"backend": "keywords"}]}).json()
+        path = f"/api/v1/sae-runs/{self.ids['sae']}/interpretations"
+        body = {"backends": [{"backend": "keywords"}]}
         started = time.perf_counter()
-        job = self.c.done(f"/api/v1/jobs/{job['id']}")
+        job = self.c.done(self.state.job("naming", lambda: f"/api/v1/jobs/{self.c.call('POST', path, json=body).json()['id']}"))
         seconds = time.perf_counter() - started
         result = job.get("result") or {}
         named = result.get("n_named", result.get("n_features", job["progress"].get("done")))
@@ -160,8 +167,8 @@ class Pipeline:
                 "features": len(concept.get("features") or (concept.get("probe") or {}).get("weights") or [])}
 
     def concept_apply(self) -> dict:
-        job = self.c.call("POST", f"/api/v1/concepts/{self.ids['concept']}/apply").json()
-        self.c.done(f"/api/v1/jobs/{job['id']}")
+        path = f"/api/v1/concepts/{self.ids['concept']}/apply"
+        self.c.done(self.state.job("concept_apply", lambda: f"/api/v1/jobs/{self.c.call('POST', path).json()['id']}"))
         return {"matches": self.c.call("GET", f"/api/v1/concepts/{self.ids['concept']}").json()["applied"]}
 
     def export_csv(self) -> dict:
@@ -188,59 +195,51 @@ def measure(dep: Deployment, name: str, fn: Callable[[], dict]) -> dict:
     return out
 
 
-def resume_after_naming(args: argparse.Namespace) -> dict:
-    """The stages after naming on the kept data dir of an embedded run stopped in naming (`--resume
-    ROOT`): a fresh `prisma serve` on it, the dataset and SAE run found through the API. For a
-    machine too loaded to name every feature in the time at hand; the stages before are in the
-    stopped run's log."""
-    root = args.resume
-    dep = Embedded(root)
-    try:
-        client = Client(dep)
-        pipe = Pipeline(client, args, root / "notes.csv", None)
-        pipe.ids["dataset"] = client.call("GET", "/api/v1/datasets").json()["items"][0]["id"]
-        pipe.ids["sae"] = client.call("GET", "/api/v1/sae-runs").json()["items"][0]["id"]
-        stages = {name: measure(dep, name, fn) for name, fn in [
-            ("families", pipe.families), ("search_expression", pipe.search_expression),
-            ("search_text", pipe.search_text), ("concept_probe", pipe.concept_probe),
-            ("concept_apply", pipe.concept_apply), ("export_csv", pipe.export_csv)]}
-    finally:
-        dep.stop()
-    return {"stages_after_naming": stages, "load_average": [round(x, 2) for x in os.getloadavg()],
-            "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+STAGES = ("upload", "embed", "embed_import", "sae", "naming", "families", "search_expression", "search_text",
+          "concept_probe", "concept_apply", "export_csv")
 
 
-def run(args: argparse.Namespace) -> dict:
-    root = Path(tempfile.mkdtemp(prefix="prisma-e2e-", dir=args.tmp))
+def run(args: argparse.Namespace) -> tuple[dict, argparse.Namespace]:
+    """Every stage, or (`--resume DIR`) those a stopped run had not finished, on its kept data dir."""
+    if args.resume is not None:
+        root = args.resume
+        saved = json.loads((root / "e2e-state.json").read_text())["args"]
+        args = argparse.Namespace(**{**saved, "resume": root, "out": args.out})
+        if args.mode != "embedded":
+            raise SystemExit("--resume: only an embedded run's data dir can be resumed")
+    else:
+        root = Path(tempfile.mkdtemp(prefix="prisma-e2e-", dir=args.tmp))
+    state = StageState(root, {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
+    stop_on_sigterm()
+    labels = None  # each note's labels, for the donors a computed run saves (a fresh run writes them)
     try:
-        t0 = time.perf_counter()
-        labels = write_corpus(root / "notes.csv", args.n)
-        print(f"corpus: {args.n} notes in {time.perf_counter() - t0:.1f} s", flush=True)
-        vectors = None
-        if args.embedding == "imported":
-            vectors = root / "vectors.npy"
-            x = synthetic_vectors(labels, args.donors, args.noise)
-            np.save(vectors, x if args.dim is None or args.dim == x.shape[1] else widen(x, args.dim, args.noise))
-            del x
+        vectors = root / "vectors.npy" if args.embedding == "imported" else None
+        if not (root / "notes.csv").exists():
+            t0 = time.perf_counter()
+            labels = write_corpus(root / "notes.csv", args.n)
+            print(f"corpus: {args.n} notes in {time.perf_counter() - t0:.1f} s", flush=True)
+            if vectors is not None:
+                x = synthetic_vectors(labels, Path(args.donors), args.noise)
+                np.save(vectors, x if args.dim is None or args.dim == x.shape[1] else widen(x, args.dim, args.noise))
+                del x
         dep = Embedded(root) if args.mode == "embedded" else Distributed(root)
         try:
-            pipe = Pipeline(Client(dep), args, root / "notes.csv", vectors)
-            order = [("upload", pipe.upload),
-                     ("embed", pipe.embed) if args.embedding == "computed" else ("embed_import", pipe.embed_import),
-                     ("sae", pipe.sae), ("naming", pipe.naming), ("families", pipe.families),
-                     ("search_expression", pipe.search_expression), ("search_text", pipe.search_text),
-                     ("concept_probe", pipe.concept_probe), ("concept_apply", pipe.concept_apply),
-                     ("export_csv", pipe.export_csv)]
-            stages = {}
-            for name, fn in order:
-                stages[name] = measure(dep, name, fn)
-                if name == "embed" and args.save_donors:
-                    save_donors(dep, pipe.ids["embedding_run"], labels, args.donors)
+            pipe = Pipeline(Client(dep), args, root / "notes.csv", vectors, state)
+            skip = "embed" if args.embedding == "imported" else "embed_import"
+            for name in (s for s in STAGES if s != skip):
+                if name in state.stages:
+                    continue
+                state.start(name)
+                state.finish(name, measure(dep, name, getattr(pipe, name)))
+                if name == "embed" and args.save_donors and labels is not None:
+                    save_donors(dep, pipe.ids["embedding_run"], labels, Path(args.donors))
         finally:
             dep.stop()
     except BaseException:
-        print(f"failed: the data dir and logs are kept in {root}", flush=True)
+        state.interrupted()
+        print(f"stopped: the data dir and logs are kept in {root}; go on with --resume {root}", flush=True)
         raise
+    stages, calls = state.stages, state.data["calls"]
     shutil.rmtree(root)
     after_embed = sum(s["seconds"] for k, s in stages.items() if not k.startswith("embed"))
     peak = max(s["peak_rss_mib"] or 0 for k, s in stages.items() if not k.startswith("embed"))
@@ -249,10 +248,11 @@ def run(args: argparse.Namespace) -> dict:
             "totals": {"seconds_without_embedding": round(after_embed, 1),
                        "seconds": round(sum(s["seconds"] for s in stages.values()), 1),
                        "peak_rss_mib_without_embedding": peak},
+            "calls": calls,
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                      text=True).stdout.strip(),
-            "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S")}, args
 
 
 def machine() -> dict:
@@ -281,8 +281,8 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.3, help="Norm of the noise added to each imported vector.")
     parser.add_argument("--expansion", type=int, default=32, help="SAE expansion factor (32: n = 12,288 at d = 384).")
     parser.add_argument("--k", type=int, default=32)
-    parser.add_argument("--sae-steps", type=int, default=600,
-                        help="SAE optimiser steps of 256 documents (600: 154k samples; 1.8 steps/s here at n = 12,288).")
+    parser.add_argument("--sae-steps", type=int, default=None,
+                        help="SAE optimiser steps of 256 documents (default: none given, the product's schedule).")
     parser.add_argument("--dim", type=int, default=None,
                         help="Imported vectors' dimension (default: the donors'); wider ones through a random isometry.")
     parser.add_argument("--query-model", default="default",
@@ -291,7 +291,8 @@ def main() -> None:
     parser.add_argument("--make-query-model", type=Path, default=None,
                         help="Write a random BERT of width --dim to this directory, then stop.")
     parser.add_argument("--resume", type=Path, default=None,
-                        help="A kept data dir of an embedded run stopped in naming: run the stages after it, print them.")
+                        help="The data dir a stopped embedded run kept: its stages not finished, the job it waited on "
+                             "resumed from its checkpoint (bench/e2e_state.py); the figures join the others.")
     parser.add_argument("--tmp", default=None, help="Where the data dir is made (default: the system's).")
     parser.add_argument("--precision", choices=["fp32", "bf16", "int8"], default=None,
                         help="A computed run's precision (default: the embedder's 'auto' on this CPU); a run per "
@@ -304,14 +305,12 @@ def main() -> None:
         if args.make_query_model:
             make_query_model(args.make_query_model, args.dim or 384)
         return
-    if args.resume:
-        print(json.dumps(resume_after_naming(args), indent=2))
-        return
-    if args.embedding == "imported" and not args.donors.exists():
+    if not args.resume and args.embedding == "imported" and not args.donors.exists():
         parser.error(f"{args.donors} missing: run a computed embedding first (e.g. --n 2000), which writes it")
 
     load0 = os.getloadavg()[0]
-    result = run(args) | {"load_average_at_start": round(load0, 2)}
+    result, args = run(args)
+    result["load_average_at_start"] = round(load0, 2)
     report = json.loads(args.out.read_text()) if args.out.exists() else {}
     report.update({
         "what": "the whole pipeline through the public HTTP API on N demo notes (gateway.demo.corpus, seed 0): "
@@ -320,9 +319,10 @@ def main() -> None:
         "machine": machine() | {"note": "2 cores shared with other work (see each run's load average); run under "
                                         "nice -n 19" if os.cpu_count() == 2 else "each run's own `machine` says "
                                         "where it ran (bench/gpu_e2e.sh: a lent GPU machine, nothing else running)"},
-        "imported_vectors": "each note: the normalised mean of two real all-MiniLM-L6-v2 vectors (from a computed "
-                            "run of 2,000 notes) of notes with the same label set (else the same primary "
-                            "condition:status), plus Gaussian noise of norm --noise, renormalised",
+        "imported_vectors": "each note: the normalised mean of two real vectors of the default model (from a "
+                            "computed run of 2,000 notes or --make-donors; all-MiniLM-L6-v2 before "
+                            "multilingual-e5-small was the default) of notes with the same label set (else the "
+                            "same primary condition:status), plus Gaussian noise of norm --noise, renormalised",
     })
     result["precision_requested"] = args.precision
     result["machine"] = machine()

@@ -23,6 +23,7 @@ from gateway.domain.datasets.parsing import DatasetInputError
 from gateway.domain.datasets.service import delete_dataset
 from gateway.domain.jobs import repo as job_repo
 from contracts.jobs import JobOut
+from contracts.sae import MAX_SAMPLES
 from gateway.domain.jobs.service import to_out
 from gateway.dashboard.views import Pager, check_csrf, login_page_response, render, shown_projects
 from gateway.uploads import UploadError
@@ -189,6 +190,6 @@ def embedding_run_page(request: Request, run_id: int, session: SessionDep, _: Cu
     )
     ctx = {"run": run, "dataset": ds, "job": to_out(job) if job else None, "chart": Markup(chart),
            "sae_runs": run_repo.list_sae_runs(session, embedding_run_id=run.id),
-           "active": run.status in ("queued", "running")}
+           "active": run.status in ("queued", "running"), "max_samples": MAX_SAMPLES}
     template = "partials/_embedding_run.html" if request.headers.get("hx-request") else "pages/embedding_run.html"
     return render(request, template, ctx)

@@ -70,6 +70,14 @@ def initial_b_dec(x: torch.Tensor, how: str, seed: int) -> torch.Tensor:
     return geometric_median(x[rows])
 
 
+def schedule_steps(cfg: SaeConfig, steps_per_epoch: int, batch_size: int) -> int:
+    """The steps of the default schedule: `epochs` passes, at most `max_samples` rows (at least one step)."""
+    steps = cfg.epochs * steps_per_epoch
+    if cfg.max_samples is not None:
+        steps = min(steps, cfg.max_samples // batch_size)
+    return max(1, steps)
+
+
 def lr_at(step: int, total: int, base: float, warmup: int) -> float:
     """Linear warm-up over `warmup` steps, then linear decay to 0 at `total` (sparsify's Adam)."""
     if step < warmup:
@@ -91,7 +99,7 @@ class SaeTrainer:
         n_docs, d = x.shape
         self.batch_size = min(cfg.batch_size, n_docs)
         self.steps_per_epoch = n_docs // self.batch_size  # the last partial batch is dropped
-        self.total_steps = cfg.max_steps or cfg.epochs * self.steps_per_epoch
+        self.total_steps = cfg.max_steps or schedule_steps(cfg, self.steps_per_epoch, self.batch_size)
         self.k_aux = cfg.resolved_k_aux(d)
         self.dead_after = cfg.dead_after_samples or n_docs
         self.lr = cfg.resolved_lr(d)

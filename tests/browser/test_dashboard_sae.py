@@ -28,6 +28,7 @@ def test_train_and_explore_an_sae(page, demo) -> None:  # noqa: ANN001
     emb = {"id": demo_embedding_run(demo)}
     login(page, url, key)
     page.goto(f"{url}/embedding-runs/{emb['id']}")
+    assert "at most 4,000,000 samples" in page.locator("label[for=epochs]").inner_text()  # the schedule's bound
     page.fill("#k", "0")
     page.click("text=Train a sparse autoencoder")
     page.wait_for_selector("#sae-flash .error")

@@ -105,3 +105,27 @@ def test_runs_recorded_as_default_become_minilm(tmp_path) -> None:  # noqa: ANN0
     engine.dispose()
     assert [s["pad_multiple"] for s in specs] == [1, 1, 1] and specs[2] == {"model": "bio", "pad_multiple": 1}
     assert EmbeddingRunSpec().pad_multiple == 4  # a new run's
+
+
+def test_sae_runs_made_before_the_sample_bound_keep_their_schedule(tmp_path) -> None:  # noqa: ANN001
+    from contracts.sae import SaeConfig
+    from gateway.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    upgrade(url, "0010")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO datasets (id, name, format, n_documents, size_bytes, text_bytes, column_mapping,"
+                          " label_counts, project_id, created_at) VALUES (1, 'd', 'csv', 1, 1, 1, '{}', '{}', 1,"
+                          " '2026-11-01')"))
+        conn.execute(text("INSERT INTO embedding_runs (id, dataset_id, model, pooling, normalize, status, spec,"
+                          " created_at) VALUES (1, 1, 'm', 'mean', 1, 'succeeded', '{}', '2026-11-01')"))
+        for i, config in ((1, {"sae": {"epochs": 50, "k": 32}, "stats": {}}), (2, {})):
+            conn.execute(text("INSERT INTO sae_runs (id, embedding_run_id, status, config, imported, created_at)"
+                              " VALUES (:i, 1, 'succeeded', :c, 0, '2026-11-01')"), {"i": i, "c": json.dumps(config)})
+    upgrade(url)
+    with engine.connect() as conn:
+        configs = [json.loads(r[0]) for r in conn.execute(text("SELECT config FROM sae_runs ORDER BY id"))]
+    engine.dispose()
+    assert configs == [{"sae": {"epochs": 50, "k": 32, "max_samples": None}, "stats": {}}, {}]
+    assert SaeConfig.model_validate(configs[0]["sae"]).max_samples is None  # retried, it trains its epochs alone

@@ -65,6 +65,18 @@ def test_each_epoch_visits_every_row_once():
     assert first.tolist() != second.tolist()
 
 
+def test_the_default_schedule_stops_at_max_samples():
+    """Epochs over a small corpus; a bounded number of samples over a large one (the last partial batch dropped)."""
+    x = torch.randn(100, 4)
+    assert SaeTrainer(x, SaeConfig(batch_size=10, epochs=50), torch.device("cpu")).total_steps == 500
+    bounded = SaeTrainer(x, SaeConfig(batch_size=10, epochs=50, max_samples=1234), torch.device("cpu"))
+    assert bounded.total_steps == 123 and bounded.total_steps * 10 <= 1234
+    assert SaeTrainer(x, SaeConfig(batch_size=10, epochs=50, max_samples=None), torch.device("cpu")).total_steps == 500
+    assert SaeTrainer(x, SaeConfig(batch_size=10, max_steps=7, max_samples=10), torch.device("cpu")).total_steps == 7
+    assert SaeTrainer(x, SaeConfig(batch_size=10, max_samples=3), torch.device("cpu")).total_steps == 1
+    assert SaeConfig().max_samples == 4_000_000  # about 50 epochs of 80,000 clauses
+
+
 def test_helpers():
     tr, ho = holdout_split(100, 0.1, seed=3)
     assert len(ho) == 10 and len(set(tr) | set(ho)) == 100
