@@ -114,7 +114,7 @@ class Pipeline:
         sae = (run.get("config") or {}).get("sae") or {}
         return {"config": config, "n_latents": run["n_latents"],
                 "schedule": {k: sae.get(k) for k in ("epochs", "max_steps", "max_samples", "batch_size")},
-                "steps": ((run.get("loss_curve") or [{}])[-1].get("step") or 0) + 1,  # the last step's index + 1
+                "steps": (run.get("loss_curve") or [{}])[-1].get("step"),  # counted from 1
                 **{k: m.get(k) for k in ("fvu", "explained_variance", "dead_fraction", "l0") if k in m}}
 
     def naming(self) -> dict:

@@ -26,7 +26,10 @@ python3 bench/gpu_model.py build .dev/e5-transfer.bin.xz /tmp/models/e5
 export PRISMA_MODELS='{"default": "/tmp/models/e5", "multilingual-e5-small": "/tmp/models/e5"}'
 python3 bench/import_check.py || true  # every module that fails to import, named at once
 status=0
-timeout "${E2E_TIMEOUT:-540}" python3 bench/e2e.py --n "$N" --embedding computed --no-save-donors --tmp /tmp \
-  --out "$OUT/e2e-gpu.json" 2>&1 | tee "$OUT/e2e.log" || status=$?
+# A call that stops at the limit keeps its data dir on the machine while it is warm: the next call, with
+# RESUME=/tmp/prisma-e2e-…, goes on from the stage it stopped in (the job in flight from its checkpoint).
+if [ -n "${RESUME:-}" ]; then args=(--resume "$RESUME"); else args=(--n "$N" --embedding computed --no-save-donors --tmp /tmp); fi
+timeout "${E2E_TIMEOUT:-540}" python3 bench/e2e.py "${args[@]}" \
+  --out "$OUT/e2e-gpu.json" 2>&1 | tee -a "$OUT/e2e.log" || status=$?
 for log in /tmp/prisma-e2e-*/serve.log; do [ -f "$log" ] && tail -c 200000 "$log" > "$OUT/serve.log"; done
 exit "$status"
