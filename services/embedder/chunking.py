@@ -57,9 +57,12 @@ def padded_length(seq_lengths: np.ndarray, multiple: int = 1) -> np.ndarray:
 
     Why: under bf16 the attention kernels' result for a sequence's real tokens depends on how
     far it is padded (the softmax and P·V reductions run over the padded width), by about 1e-3
-    on a unit document vector; it does not depend on the other rows of the batch. A text padded
-    to a width fixed by its own length therefore gets the same vector alone (a search query) as
-    inside any batch (the embedding run that stored it).
+    on a unit document vector. A text padded to a width fixed by its own length therefore gets the
+    same vector alone (a search query) as inside any batch (the embedding run that stored it) in fp32
+    and int8, and in bf16 where the matrix products' kernel does not change with the batch's row
+    count. On an AMX CPU it does: oneDNN multiplies 33 to 256 rows of the feed-forward output
+    (1,536 -> 384) with another kernel than 32 rows or fewer, one bf16 step apart, so a demo note's
+    vector alone and beside six others differ by up to 8e-4 (none with oneDNN capped at AVX512-BF16).
     """
     n = np.asarray(seq_lengths, dtype=np.int64)
     bits = np.zeros_like(n)

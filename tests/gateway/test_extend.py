@@ -48,7 +48,10 @@ async def trained_run(client, auth) -> tuple[int, int]:  # noqa: ANN001
     """(dataset id, SAE run id): a real embedding run with segments of N_OLD notes and a small SAE on it."""
     old = list(generate_notes(n=N_OLD, seed=5))
     ds = (await client.post("/api/v1/datasets", files={"file": ("n.csv", csv_bytes(old))}, headers=auth)).json()["id"]
-    emb = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds, "segments": True}, headers=auth)
+    # fp32: a text's vector is then the same bit for bit in any batch; under bf16 on CPU it may differ by about
+    # 1e-3 with the batch's row count (oneDNN picks its matmul kernel by shape), and this compares codes exactly.
+    emb = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds, "segments": True, "precision": "fp32"},
+                            headers=auth)
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{emb.json()['id']}", timeout=240)
     resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL}, headers=auth)
     run = await wait_done(client, auth, f"/api/v1/sae-runs/{resp.json()[0]['id']}", timeout=240)
