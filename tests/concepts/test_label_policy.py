@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gateway.domain.concepts.readout import f1_interval, f1_of, fit_readout, normalise_rows
-from gateway.domain.labels.policy import QueuePolicy, kmeans_pp, plan_batch, split_batch
+from gateway.domain.concepts.readout import f1_interval, f1_of, fit_readout, normalise_rows, positive
+from gateway.domain.labels.policy import QueuePolicy, kmeans_pp, most_uncertain, plan_batch, split_batch
 
 
 def test_batch_shares() -> None:
@@ -88,9 +88,32 @@ def test_readout_estimate_is_its_out_of_fold_f1(n: int) -> None:
     dense[:, 0] += y * 2.0  # one feature carries the class
     fitted = fit_readout(sp.csr_matrix(dense), y)
     assert fitted.out_of_fold is not None and fitted.folds == min(5, n // 2)
-    assert fitted.probe.cv_score == pytest.approx(f1_of(y, (fitted.out_of_fold > 0).astype(np.int64)))
+    assert fitted.probe.cv_score == pytest.approx(f1_of(y, positive(fitted.out_of_fold)))
     assert fitted.probe.cv_score == max(fitted.tried.values())
     assert fitted.readout in ("row_l2", "l1") and fitted.probe.coef[0, 0] == fitted.probe.coef[0].max()
+
+
+def test_cross_validation_calls_a_note_at_p_one_half_positive_as_the_product_does() -> None:
+    # C so small that the L1 penalty takes every weight and the intercept to 0: every note gets P = 0.5 exactly,
+    # which classify, apply and the estimate call positive; the F1 that chooses the readout must say the same
+    rng = np.random.default_rng(3)
+    y = np.r_[np.ones(15), np.zeros(35)].astype(np.int64)
+    codes = sp.csr_matrix(rng.exponential(1.0, (50, 6)) * (rng.random((50, 6)) < 0.3))
+    fitted = fit_readout(codes, y, readouts={"l1": (1e-4,)})
+    assert fitted.probe.intercept[0] == 0 and not fitted.probe.coef.any() and not fitted.out_of_fold.any()
+    assert (fitted.probability(codes) == 0.5).all()
+    assert fitted.probe.cv_score == pytest.approx(f1_of(y, np.ones(50, np.int64))) == pytest.approx(2 * 15 / 65)
+    assert positive(np.array([-1e-9, 0.0, 1e-9])).tolist() == [0, 1, 1]
+
+
+def test_the_most_uncertain_pool_breaks_ties_by_position() -> None:
+    # notes whose used features are all zero share one P: the pool must not depend on how a SIMD sort orders them
+    rng = np.random.default_rng(0)
+    candidates = np.sort(rng.choice(1000, 300, replace=False))
+    margin = rng.choice([0.0, 0.1, 0.25, 0.4], 300)
+    for keep in (1, 30, 75, 150, 299, 300):
+        expected = candidates[np.lexsort((candidates, margin))][:keep]
+        assert most_uncertain(candidates, margin, keep).tolist() == expected.tolist(), keep
 
 
 def test_readout_with_one_label_of_a_class_fits_without_an_estimate() -> None:

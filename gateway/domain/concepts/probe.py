@@ -65,7 +65,7 @@ class FittedProbe(NamedTuple):
 
     def predict(self, x: sp.csr_matrix) -> np.ndarray:
         d = self.decision(x)
-        return self.classes[(d > 0).astype(int)] if d.ndim == 1 else self.classes[d.argmax(1)]
+        return self.classes[(d >= 0).astype(int)] if d.ndim == 1 else self.classes[d.argmax(1)]  # P >= 0.5
 
     @property
     def used_features(self) -> np.ndarray:

@@ -66,6 +66,13 @@ def _fit(x: sp.csr_matrix, y: np.ndarray, readout: str, c: float, seed: int) -> 
                                   class_weight="balanced", max_iter=500, random_state=seed).fit(x, y)
 
 
+def positive(decision: np.ndarray) -> np.ndarray:
+    """int64: 1 where w·x + b >= 0, which is P(positive) >= 0.5, the rule the product decides by (classify, apply,
+    a probe's threshold 0.5). Cross-validation scores the same rule: a note at exactly 0 (its features all zero
+    under a probe whose L1 penalty took the intercept to 0) counts positive in both."""
+    return (np.asarray(decision) >= 0).astype(np.int64)
+
+
 def f1_of(y: np.ndarray, pred: np.ndarray) -> float:
     tp = int(np.sum((pred == 1) & (y == 1)))
     denominator = 2 * tp + int(np.sum((pred == 1) & (y == 0))) + int(np.sum((pred == 0) & (y == 1)))
@@ -95,7 +102,7 @@ def fit_readout(codes: sp.csr_matrix, y: np.ndarray, *, seed: int = 0,
             oof = np.zeros(len(y))
             for train, test in splits:
                 oof[test] = _fit(x[train], y[train], readout, c, seed).decision_function(x[test])
-            score = f1_of(y, (oof > 0).astype(np.int64))
+            score = f1_of(y, positive(oof))
             tried[f"{readout} {c:g}"] = round(score, 4)
             if best is None or score > best[0]:
                 best = (score, readout, c, oof)

@@ -88,6 +88,18 @@ def kmeans_pp(rows: sp.csr_matrix, count: int, rng: np.random.Generator) -> list
     return chosen
 
 
+def most_uncertain(candidates: np.ndarray, margin: np.ndarray, keep: int) -> np.ndarray:
+    """The `keep` candidates (positions, ascending) with the smallest margin, smallest first; ties by position.
+    Notes whose used features are all zero share one probability, so ties are many: an unstable selection
+    (np.argpartition) broke them by the CPU's SIMD sort, and the queue then offered other notes on another CPU."""
+    if keep < len(candidates):
+        cut = np.partition(margin, keep - 1)[keep - 1]  # the keep-th smallest margin: one value on any CPU
+        below = np.flatnonzero(margin < cut)
+        inside = np.concatenate([below, np.flatnonzero(margin == cut)[: keep - len(below)]])
+        candidates, margin = candidates[inside], margin[inside]
+    return candidates[np.argsort(margin, kind="stable")]
+
+
 def uncertain_picks(count: int, *, open_: np.ndarray, probability: np.ndarray, codes: sp.csr_matrix,
                     policy: QueuePolicy, rng: np.random.Generator, taken: set[int]) -> list[Pick]:
     """The probe's part: the `count * pool` open notes with P closest to 0.5, then `count` of them by k-means++
@@ -99,9 +111,7 @@ def uncertain_picks(count: int, *, open_: np.ndarray, probability: np.ndarray, c
     if count <= 0 or len(candidates) == 0:
         return []
     margin = np.abs(probability[candidates] - 0.5)
-    keep = min(len(candidates), count * policy.pool)
-    pool = candidates[np.argpartition(margin, keep - 1)[:keep]] if keep < len(candidates) else candidates
-    pool = pool[np.argsort(np.abs(probability[pool] - 0.5), kind="stable")]  # most uncertain first
+    pool = most_uncertain(candidates, margin, min(len(candidates), count * policy.pool))
     chosen = pool[kmeans_pp(normalise_rows(codes[pool]), min(count, len(pool)), rng)]
     taken.update(int(p) for p in chosen)
     return [Pick(int(p), "uncertain") for p in chosen]

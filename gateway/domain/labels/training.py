@@ -25,6 +25,7 @@ from gateway.domain.concepts.readout import (
     f1_of,
     fit_readout,
     left_out_decisions,
+    positive,
 )
 from gateway.domain.concepts.scope import probe_codes, segment_scope
 from gateway.domain.concepts.texts import texts_at
@@ -93,7 +94,7 @@ def estimate(y: np.ndarray, fitted: Readout, codes: sp.csr_matrix, random: np.nd
     where the probe is unsure, so that one leans low)."""
     if fitted.out_of_fold is None:
         return None, None
-    cv = {**f1_interval(y, (fitted.out_of_fold > 0).astype(np.int64)), "basis": "cross_validation"}
+    cv = {**f1_interval(y, positive(fitted.out_of_fold)), "basis": "cross_validation"}
     rows = np.flatnonzero(random)
     if len(rows) < MIN_RANDOM_FOR_ESTIMATE or pool is None or pool.shape[0] == 0:
         return cv, cv
@@ -107,7 +108,7 @@ def curve_point(codes: sp.csr_matrix, texts: list[str], y: np.ndarray, *, seed: 
     from sklearn.model_selection import StratifiedKFold
 
     fitted = fit_readout(codes, y, seed=seed)
-    features = round(f1_of(y, (fitted.out_of_fold > 0).astype(np.int64)), 4) if fitted.out_of_fold is not None else None
+    features = round(f1_of(y, positive(fitted.out_of_fold)), 4) if fitted.out_of_fold is not None else None
     if fitted.folds < 2:
         return {"labels": len(y), "features": features, "tfidf": None}
     pred = np.zeros(len(y), np.int64)
