@@ -9,8 +9,8 @@ rows each, so eight callers at once share passes instead of queueing for 8 x as 
 
 Batching changes no vector beyond the precision's own noise: a sequence is padded to a width fixed by its own
 length (chunking.padded_length), so in fp32 and int8 a text gets bit for bit the vectors alone that it gets beside
-others (in bf16 on an AMX CPU, within about 1e-3: oneDNN's kernel follows the row count). A batch that fails is computed again
-request by request, so one caller's failure is not another's.
+others (in bf16 on an AMX CPU, within about 1e-3: oneDNN's kernel follows the row count). A batch that fails is
+computed again request by request, so one caller's failure is not another's.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gateway.domain.concepts.readout import f1_interval, f1_of, fit_readout, normalise_rows, positive
+from gateway.domain.concepts.probe import positive
+from gateway.domain.concepts.readout import f1_interval, f1_of, fit_readout, normalise_rows
 from gateway.domain.labels.policy import QueuePolicy, kmeans_pp, most_uncertain, plan_batch, split_batch
 
 

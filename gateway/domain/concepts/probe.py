@@ -32,6 +32,13 @@ chose the same C (31.6) and gave the same held-out F1 (0.8632, 5,777 features)."
 PR_POINTS = 101  # the stored precision-recall curve is thinned to at most this many points
 
 
+def positive(decision: np.ndarray) -> np.ndarray:
+    """int64: 1 where w·x + b >= 0, which is P(positive) >= 0.5, the rule the product decides by (classify, apply,
+    a probe's threshold 0.5). Cross-validation scores the same rule: a note at exactly 0 (its features all zero
+    under a probe whose L1 penalty took the intercept to 0) counts positive in both."""
+    return (np.asarray(decision) >= 0).astype(np.int64)
+
+
 class Split(NamedTuple):
     """Indices into the labelled rows (not dataset positions)."""
 
@@ -65,7 +72,7 @@ class FittedProbe(NamedTuple):
 
     def predict(self, x: sp.csr_matrix) -> np.ndarray:
         d = self.decision(x)
-        return self.classes[(d >= 0).astype(int)] if d.ndim == 1 else self.classes[d.argmax(1)]  # P >= 0.5
+        return self.classes[positive(d)] if d.ndim == 1 else self.classes[d.argmax(1)]
 
     @property
     def used_features(self) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from gateway.domain.concepts.probe import FittedProbe
+from gateway.domain.concepts.probe import FittedProbe, positive
 
 READOUTS: dict[str, tuple[float, ...]] = {
     "row_l2": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0),  # rows at unit norm, L2 penalty: reads many weak features
@@ -64,13 +64,6 @@ def _fit(x: sp.csr_matrix, y: np.ndarray, readout: str, c: float, seed: int) -> 
         warnings.simplefilter("ignore", ConvergenceWarning)
         return LogisticRegression(C=c, l1_ratio=1.0 if readout == "l1" else 0.0, solver="liblinear",
                                   class_weight="balanced", max_iter=500, random_state=seed).fit(x, y)
-
-
-def positive(decision: np.ndarray) -> np.ndarray:
-    """int64: 1 where w·x + b >= 0, which is P(positive) >= 0.5, the rule the product decides by (classify, apply,
-    a probe's threshold 0.5). Cross-validation scores the same rule: a note at exactly 0 (its features all zero
-    under a probe whose L1 penalty took the intercept to 0) counts positive in both."""
-    return (np.asarray(decision) >= 0).astype(np.int64)
 
 
 def f1_of(y: np.ndarray, pred: np.ndarray) -> float:

@@ -25,8 +25,8 @@ from gateway.domain.concepts.readout import (
     f1_of,
     fit_readout,
     left_out_decisions,
-    positive,
 )
+from gateway.domain.concepts.probe import positive
 from gateway.domain.concepts.scope import probe_codes, segment_scope
 from gateway.domain.concepts.texts import texts_at
 from gateway.domain.labels import repo
