@@ -107,6 +107,30 @@ def test_cross_validation_calls_a_note_at_p_one_half_positive_as_the_product_doe
     assert positive(np.array([-1e-9, 0.0, 1e-9])).tolist() == [0, 1, 1]
 
 
+def test_many_labels_choose_the_readout_on_a_stratified_sample_then_fit_on_all() -> None:
+    from gateway.domain.concepts.readout import _fit, rows_for
+
+    rng = np.random.default_rng(5)
+    n = 900
+    y = (rng.random(n) < 0.2).astype(np.int64)
+    dense = rng.exponential(1.0, (n, 12)) * (rng.random((n, 12)) < 0.3)
+    dense[:, 0] += y * 1.5
+    codes = sp.csr_matrix(dense)
+    capped = fit_readout(codes, y, seed=4, cv_max=300)
+    rows = capped.cv_rows
+    assert rows is not None and len(rows) == 300 and len(np.unique(rows)) == 300
+    assert abs(y[rows].mean() - y.mean()) < 0.01  # stratified: the sample keeps the classes' shares
+    assert len(capped.out_of_fold) == 300  # the CV read the sample only ...
+    alone = fit_readout(codes[rows], y[rows], seed=4)  # ... exactly as if it were every label
+    assert (capped.readout, capped.probe.C, capped.tried) == (alone.readout, alone.probe.C, alone.tried)
+    assert capped.probe.cv_score == alone.probe.cv_score
+    on_all = _fit(rows_for(capped.readout, codes), y, capped.readout, capped.probe.C, 4)  # the refit reads all
+    np.testing.assert_array_equal(capped.probe.coef, on_all.coef_)
+    assert not np.array_equal(capped.probe.coef, alone.probe.coef)
+    uncapped = fit_readout(codes, y, seed=4, cv_max=n)  # no more labels than the cap: every one, no sample
+    assert uncapped.cv_rows is None and len(uncapped.out_of_fold) == n
+
+
 def test_the_most_uncertain_pool_breaks_ties_by_position() -> None:
     # notes whose used features are all zero share one P: the pool must not depend on how a SIMD sort orders them
     rng = np.random.default_rng(0)

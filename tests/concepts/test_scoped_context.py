@@ -86,6 +86,7 @@ async def test_a_scoped_probe_reads_the_whole_note_beside_its_clause_when_that_c
     assert whole["metrics"]["f1"] < 0.9  # the note alone cannot tell a list from a contrast
     p = scoped["probe"]
     assert p["context"] == "document" and scoped["metrics"]["f1"] == 1.0 and p["cv_f1"] == 1.0
+    assert p["cv_labels"] == scoped["metrics"]["n_train"]  # few labels: the CV read every training label
     on_note = {w["index"]: w["weight"] for w in p["context_weights"]}
     in_scope = {w["index"]: w["weight"] for w in p["weights"]}
     assert on_note.get(CUE, 0) < 0 and in_scope.get(CONTRAST, 0) > 0  # the cue anywhere against; "ma" by it, for

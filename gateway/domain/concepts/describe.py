@@ -42,7 +42,7 @@ def concept_out(session: Session, concept: Concept) -> ConceptOut:
         probe = ProbeOut(C=p["C"], cv_f1=p["cv_f1"], intercept=p["intercept"], threshold=p["threshold"],
                          n_features=len(weights) + len(context), converged=p["converged"], weights=weights,
                          segment_words=p.get("segment_words"), context=p.get("context"), context_weights=context,
-                         readout=p.get("readout", "l1"))
+                         readout=p.get("readout", "l1"), cv_labels=p.get("cv_labels"))
     metrics = ConceptMetrics.model_validate(concept.metrics) if concept.metrics else None
     features = [] if concept.probe else named(session, concept.sae_run_id, {i: 1.0 for i in concept.features or []})
     return ConceptOut(

@@ -7,6 +7,11 @@ features add up, what real clinical cases with few labels need), and the raw cod
 regression (a few features decide, as on a template's one word). Classes are weighted to balance. The same
 folds' out-of-fold decisions give the estimate of F1 that the concept page shows. The features that carry the
 probe are its largest positive weights, named. Figures: bench/labelling.py, bench/results/labelling.json.
+
+A concept made from a label column can hold hundreds of thousands of labels: there the choice is made on a
+stratified sample of READOUT_CV_MAX of them (`cv_max`), as the words-alone baselines choose their C on a sample
+(baselines.py), and the chosen readout is then fitted on all (150,000 labels: 81 s for the full 3 x 11 folds
+against a few seconds, bench/e2e.py's concept stage).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ READOUTS: dict[str, tuple[float, ...]] = {
 READOUT_FOLDS = 5
 MANY_LABELS, FEW_FOLDS = 400, 3  # from this many labels, 3 folds: each still trains on hundreds, retraining halves
 INTERVAL_RESAMPLES = 2000
+READOUT_CV_MAX = 20_000  # labels the readout and its C are chosen on when a caller caps it (a concept's examples)
 MIN_FOR_CV = 2  # each class at least this many labels for a cross-validated choice; fewer: row_l2, C = 1, no estimate
 
 
@@ -50,6 +56,7 @@ class Readout(NamedTuple):
     out_of_fold: np.ndarray | None  # float64 [labels]: each label's decision by a fit that did not see it; None: no CV
     folds: int
     tried: dict[str, float]  # "readout C" -> pooled out-of-fold F1
+    cv_rows: np.ndarray | None = None  # indices of the labels the CV read (`out_of_fold`'s rows); None: every label
 
     def probability(self, codes: sp.csr_matrix) -> np.ndarray:
         """P(positive) [rows] of codes [rows, n], read as this readout reads them."""
@@ -73,19 +80,34 @@ def f1_of(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def fit_readout(codes: sp.csr_matrix, y: np.ndarray, *, seed: int = 0,
-                readouts: dict[str, tuple[float, ...]] = READOUTS) -> Readout:
+                readouts: dict[str, tuple[float, ...]] = READOUTS, cv_max: int | None = None) -> Readout:
     """Fit on rows `codes` [labels, n] with classes `y` in {0, 1}. The readout and its C maximise the pooled
     out-of-fold F1 over stratified folds of these labels only (ties: the first readout, the smaller C); the model
-    is then refitted on all of them."""
-    from sklearn.model_selection import StratifiedKFold
-
+    is then refitted on all of them. With more than `cv_max` labels, the folds are those of a stratified sample of
+    `cv_max` (drawn with `seed`; `out_of_fold` and the CV score are then that sample's, `cv_rows` its labels)."""
     y = np.asarray(y, dtype=np.int64)
     first = next(iter(readouts))
-    smallest = int(np.bincount(y, minlength=2).min())
-    if smallest < MIN_FOR_CV:
+    if int(np.bincount(y, minlength=2).min()) < MIN_FOR_CV:
         model = _fit(rows_for(first, codes), y, first, 1.0, seed)
         return Readout(_fitted(model, 1.0, float("nan")), first, None, 0, {})
-    folds = min(READOUT_FOLDS if len(y) < MANY_LABELS else FEW_FOLDS, smallest)
+    rows = None
+    if cv_max is not None and len(y) > cv_max:
+        from sklearn.model_selection import train_test_split
+
+        rows = np.sort(train_test_split(np.arange(len(y)), train_size=cv_max, stratify=y, random_state=seed)[0])
+    score, readout, c, oof, folds, tried = _choose(codes if rows is None else codes[rows], y if rows is None else y[rows],
+                                                   seed, readouts)
+    model = _fit(rows_for(readout, codes), y, readout, c, seed)
+    return Readout(_fitted(model, c, score), readout, oof, folds, tried, rows)
+
+
+def _choose(codes: sp.csr_matrix, y: np.ndarray, seed: int,
+            readouts: dict[str, tuple[float, ...]]) -> tuple[float, str, float, np.ndarray, int, dict[str, float]]:
+    """(pooled out-of-fold F1, readout, C, out-of-fold decisions, folds, every candidate's F1): the best candidate
+    by stratified k-fold cross-validation on these labels (each class at least MIN_FOR_CV)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = min(READOUT_FOLDS if len(y) < MANY_LABELS else FEW_FOLDS, int(np.bincount(y, minlength=2).min()))
     splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
     best: tuple[float, str, float, np.ndarray] | None = None
     tried: dict[str, float] = {}
@@ -99,9 +121,8 @@ def fit_readout(codes: sp.csr_matrix, y: np.ndarray, *, seed: int = 0,
             tried[f"{readout} {c:g}"] = round(score, 4)
             if best is None or score > best[0]:
                 best = (score, readout, c, oof)
-    score, readout, c, oof = best
-    model = _fit(rows_for(readout, codes), y, readout, c, seed)
-    return Readout(_fitted(model, c, score), readout, oof, folds, tried)
+    assert best is not None
+    return (*best, folds, tried)
 
 
 HOLDOUT_GROUPS = 10

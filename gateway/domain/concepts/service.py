@@ -25,7 +25,7 @@ from gateway.domain.concepts.baselines import compute_baselines
 from gateway.domain.concepts.errors import ConceptInputError
 from gateway.domain.concepts.examples import Labelled, labelled_documents
 from gateway.domain.concepts.probe import binary_metrics, pr_curve, sigmoid
-from gateway.domain.concepts.readout import fit_readout, normalise_rows
+from gateway.domain.concepts.readout import READOUT_CV_MAX, fit_readout, normalise_rows
 from gateway.domain.concepts.scope import SegmentScope, probe_codes, segment_scope, with_context
 from gateway.domain.datasets import repo as dataset_repo
 from gateway.domain.datasets.models import Dataset
@@ -148,13 +148,15 @@ def train_probe(codes: sp.csr_matrix, labelled: Labelled, examples: Examples,
     """Fit on the training split, score on the held-out split: (probe, metrics). With `context`, `codes` are
     [docs, 2n] (scope.probe_codes): the weights of the first n go to `weights`, of the others to `context_weights`."""
     split = labelled.split(examples)
-    fitted = fit_readout(codes[labelled.positions[split.train]], labelled.y[split.train], seed=examples.seed)
+    fitted = fit_readout(codes[labelled.positions[split.train]], labelled.y[split.train], seed=examples.seed,
+                         cv_max=READOUT_CV_MAX)
     n = codes.shape[1] // 2 if context else codes.shape[1]
     coef = fitted.probe.coef[0]
     used = np.flatnonzero(coef)
     cv_f1 = fitted.probe.cv_score if fitted.out_of_fold is not None else 0.0
     probe = {"weights": {str(int(i)): float(coef[i]) for i in used[used < n]},
              "intercept": float(fitted.probe.intercept[0]), "C": fitted.probe.C, "cv_f1": round(cv_f1, 4),
+             "cv_labels": len(split.train) if fitted.cv_rows is None else len(fitted.cv_rows),
              "threshold": THRESHOLD, "converged": fitted.probe.converged, "readout": fitted.readout}
     if context:
         probe |= {"context": "document",
