@@ -256,8 +256,8 @@ class ProbeOut(BaseModel):
     cv_f1: float | None = Field(description="Mean cross-validated F1 at that C, on the training split (None: too few "
                                             "labels to cross-validate).")
     cv_labels: int | None = Field(default=None, description=(
-        "Training labels the cross-validation read: all of them, or, when there are tens of thousands, a "
-        "stratified sample (the chosen readout and C are then fitted on all)."))
+        "Training labels the cross-validated F1 is of: all of them, or, past 20,000, the one fold the "
+        "candidates were scored on (each fitted once on the other folds; the chosen one then on all)."))
     readout: Literal["l1", "row_l2"] = Field(default="l1", description=(
         "l1: L1 logistic regression on the codes; row_l2: codes at unit norm per note, L2 logistic regression. The "
         "one with the better cross-validated F1 on the training labels (with its C)."))

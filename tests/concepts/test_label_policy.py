@@ -107,7 +107,9 @@ def test_cross_validation_calls_a_note_at_p_one_half_positive_as_the_product_doe
     assert positive(np.array([-1e-9, 0.0, 1e-9])).tolist() == [0, 1, 1]
 
 
-def test_many_labels_choose_the_readout_on_a_stratified_sample_then_fit_on_all() -> None:
+def test_many_labels_score_the_candidates_on_one_fold_then_fit_on_all() -> None:
+    from sklearn.model_selection import StratifiedKFold
+
     from gateway.domain.concepts.readout import _fit, rows_for
 
     rng = np.random.default_rng(5)
@@ -117,18 +119,16 @@ def test_many_labels_choose_the_readout_on_a_stratified_sample_then_fit_on_all()
     dense[:, 0] += y * 1.5
     codes = sp.csr_matrix(dense)
     capped = fit_readout(codes, y, seed=4, cv_max=300)
-    rows = capped.cv_rows
-    assert rows is not None and len(rows) == 300 and len(np.unique(rows)) == 300
-    assert abs(y[rows].mean() - y.mean()) < 0.01  # stratified: the sample keeps the classes' shares
-    assert len(capped.out_of_fold) == 300  # the CV read the sample only ...
-    alone = fit_readout(codes[rows], y[rows], seed=4)  # ... exactly as if it were every label
-    assert (capped.readout, capped.probe.C, capped.tried) == (alone.readout, alone.probe.C, alone.tried)
-    assert capped.probe.cv_score == alone.probe.cv_score
-    on_all = _fit(rows_for(capped.readout, codes), y, capped.readout, capped.probe.C, 4)  # the refit reads all
-    np.testing.assert_array_equal(capped.probe.coef, on_all.coef_)
-    assert not np.array_equal(capped.probe.coef, alone.probe.coef)
-    uncapped = fit_readout(codes, y, seed=4, cv_max=n)  # no more labels than the cap: every one, no sample
-    assert uncapped.cv_rows is None and len(uncapped.out_of_fold) == n
+    train, fold = next(StratifiedKFold(3, shuffle=True, random_state=4).split(np.zeros(n), y))
+    assert capped.cv_rows.tolist() == sorted(fold.tolist()) and len(capped.out_of_fold) == len(fold)
+    x = rows_for(capped.readout, codes)
+    on_rest = _fit(x[train], y[train], capped.readout, capped.probe.C, 4)  # fitted once, on the other folds
+    np.testing.assert_allclose(capped.out_of_fold, on_rest.decision_function(x[np.sort(fold)]))
+    assert capped.probe.cv_score == pytest.approx(f1_of(y[np.sort(fold)], positive(capped.out_of_fold)))
+    assert round(capped.probe.cv_score, 4) == max(capped.tried.values())
+    np.testing.assert_array_equal(capped.probe.coef, _fit(x, y, capped.readout, capped.probe.C, 4).coef_)  # on all
+    uncapped = fit_readout(codes, y, seed=4, cv_max=n)  # no more labels than the cap: every fold
+    assert uncapped.cv_rows is None and len(uncapped.out_of_fold) == n and uncapped.folds == 3
 
 
 def test_the_most_uncertain_pool_breaks_ties_by_position() -> None:
