@@ -29,8 +29,8 @@ import numpy as np
 import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
-from services.interpreter.backends.keywords import (KeywordsBackend, TermIndex, content_words, fold, spread, tokens,
-                                                    top_terms)
+from services.interpreter.backends.keywords import (KeywordsBackend, TermIndex, content_words, fold, folded_words,
+                                                    spread, tokens, top_terms)
 from services.interpreter.rows import spans
 
 PHRASE_WORDS = 5
@@ -169,7 +169,7 @@ def required_words(label: str, language: str) -> tuple[str, ...]:
 
 def word_stems(text: str, language: str) -> frozenset[str]:
     """The stems of the (folded) words of `text`."""
-    return frozenset(stem(t[0], language) for t in tokens(text))
+    return frozenset(stem(word, language) for word in set(folded_words(text)))
 
 
 def name_holds(label: str, text: str | frozenset[str], language: str) -> bool:

@@ -115,3 +115,32 @@ def test_the_english_stop_words_are_scikit_learns():
     from services.interpreter.backends.stopwords import ENGLISH
 
     assert frozenset(ENGLISH.split()) == ENGLISH_STOP_WORDS
+
+
+def _terms_from_tokens(text: str, surfaces: dict) -> list[str]:
+    """`terms` as read off `tokens` (words, content flags, gaps), the way the term index's phrases are defined."""
+    from collections import Counter
+
+    from services.interpreter.backends.keywords import MAX_NGRAM, tokens
+
+    toks, out, seg_start = tokens(text), [], 0
+    for i, (word, surface, _, _, content, gap) in enumerate(toks):
+        seg_start = i if gap else seg_start
+        surfaces.setdefault(word, Counter())[surface] += 1
+        if content:
+            out.append(word)
+            out += [" ".join(t[0] for t in toks[j:i + 1]) for j in range(max(seg_start, i - MAX_NGRAM + 1), i)
+                    if toks[j][4]]
+    return out
+
+
+@pytest.mark.parametrize("text", [*IT_POS, *IT_NEG, *EN_POS, *EN_NEG, "", "  ", "12 34", "Non febbre. Tosse, 3 gg",
+                                  "dell'ospedale e l’attività  del  reparto", "Attività\tfisica -- ridotta: sì/no",
+                                  "POSITIVO al tampone; negativo (VRS) 2x", "a b c d e f g h"])
+def test_terms_read_in_one_pass_are_those_of_the_tokens(text: str) -> None:
+    from services.interpreter.backends.keywords import folded_words, tokens
+
+    ours, theirs = {}, {}
+    assert terms(text, ours) == _terms_from_tokens(text, theirs)
+    assert [(w, list(c.items())) for w, c in ours.items()] == [(w, list(c.items())) for w, c in theirs.items()]
+    assert folded_words(text) == [t[0] for t in tokens(text)]

@@ -98,23 +98,42 @@ def tokens(text: str) -> list[tuple[str, str, int, int, bool, str]]:
     return out
 
 
+def folded_words(text: str) -> list[str]:
+    """The folded words of `text`: those of `tokens(text)`, without their places and gaps."""
+    return [_word_info(surface)[0] for surface in _WORD.findall(text.lower())]
+
+
 def terms(text: str, surfaces: dict[str, Counter[str]] | None = None) -> list[str]:
     """Content words (folded) and phrases of 2-MAX_NGRAM adjacent words (stop-words allowed inside,
-    never first or last, no punctuation or digit between them)."""
+    never first or last, no punctuation or digit between them). `tokens`' words and gaps, read in one pass (a
+    corpus's every text goes through here once, for the term index)."""
     out: list[str] = []
-    toks = tokens(text)
-    seg_start = 0
-    for i, (word, surface, _, _, content, gap) in enumerate(toks):
-        if gap:
+    words: list[str] = []
+    contents: list[bool] = []
+    lowered, end, seg_start = text.lower(), 0, 0
+    for i, match in enumerate(_WORD.finditer(lowered)):
+        surface = match.group()
+        word, content = _word_info(surface)
+        start, stop = match.span()
+        gap = lowered[end:start]
+        if gap != " " and gap.strip(" '’\t"):
             seg_start = i  # punctuation or a number between words ends a phrase
+        end = stop
+        words.append(word)
+        contents.append(content)
         if surfaces is not None:
-            surfaces.setdefault(word, Counter())[surface] += 1
+            if lowered[stop:stop + 1] in ("'", "’"):
+                surface += "'"  # as tokens shows an elided article
+            counts = surfaces.get(word)
+            if counts is None:  # not setdefault(word, Counter()): a Counter made per word of the corpus
+                counts = surfaces[word] = Counter()
+            counts[surface] += 1
         if not content:
             continue
         out.append(word)
         for j in range(max(seg_start, i - MAX_NGRAM + 1), i):
-            if toks[j][4]:
-                out.append(" ".join(t[0] for t in toks[j:i + 1]))
+            if contents[j]:
+                out.append(" ".join(words[j:i + 1]))
     return out
 
 
