@@ -29,8 +29,8 @@ import numpy as np
 import snowballstemmer
 
 from services.interpreter.backends.base import BackendOutputError, LabelCandidate, NamingRequest, NamingResult
-from services.interpreter.backends.keywords import (KeywordsBackend, TermIndex, content_words, fold, folded_words,
-                                                    spread, tokens, top_terms)
+from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, content_words, spread, top_terms
+from services.interpreter.backends.words import fold, folded_words, tokens
 from services.interpreter.rows import spans
 
 PHRASE_WORDS = 5

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from services.interpreter.backends.base import BackendOutputError, NamingRequest
-from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, fold, log_odds_z, terms
+from services.interpreter.backends.keywords import KeywordsBackend, TermIndex, log_odds_z
+from services.interpreter.backends.words import fold, terms
 
 IT_POS = [
     "Lattante con bronchiolite confermata, saturazione 92%, ricovero in pediatria.",
@@ -121,7 +122,7 @@ def _terms_from_tokens(text: str, surfaces: dict) -> list[str]:
     """`terms` as read off `tokens` (words, content flags, gaps), the way the term index's phrases are defined."""
     from collections import Counter
 
-    from services.interpreter.backends.keywords import MAX_NGRAM, tokens
+    from services.interpreter.backends.words import MAX_NGRAM, tokens
 
     toks, out, seg_start = tokens(text), [], 0
     for i, (word, surface, _, _, content, gap) in enumerate(toks):
@@ -138,7 +139,7 @@ def _terms_from_tokens(text: str, surfaces: dict) -> list[str]:
                                   "dell'ospedale e l’attività  del  reparto", "Attività\tfisica -- ridotta: sì/no",
                                   "POSITIVO al tampone; negativo (VRS) 2x", "a b c d e f g h"])
 def test_terms_read_in_one_pass_are_those_of_the_tokens(text: str) -> None:
-    from services.interpreter.backends.keywords import folded_words, tokens
+    from services.interpreter.backends.words import folded_words, tokens
 
     ours, theirs = {}, {}
     assert terms(text, ours) == _terms_from_tokens(text, theirs)

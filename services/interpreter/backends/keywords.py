@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import threading
-import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -32,16 +31,10 @@ import scipy.sparse as sp
 
 from services.interpreter.backends.base import (Backend, BackendOutputError, FamilyNamer, FamilyRequest,
                                                 LabelCandidate, NamingRequest, NamingResult)
-from services.interpreter.backends.stopwords import STOP_WORDS
+from services.interpreter.backends.words import MAX_NGRAM, _is_content, fold, terms, tokens
 from services.interpreter.rows import row_entries
 
-_WORD = re.compile(r"[^\W\d_]{2,}")
 _SENTENCE_END = re.compile(r"[.;:!?()\[\]{}\n]")
-MAX_NGRAM = 5
-"""Longest phrase, in words (stop-words inside included): "pcr nei limiti", "non evidenza di bronchiolite"."""
-CUE_WORDS = frozenset("non no not senza without nor never neither nessun nessuna nessuno mai".split())
-"""Negation words (Italian and English, folded): stop-words, yet they may start or end a phrase and stand
-alone as a term, since "non bronchiolite" and "bronchiolite" are different names."""
 LABEL_WORDS = 8
 """Longest label, in words (a term list's words together): short enough to read as a name."""
 SPAN_WORDS = LABEL_WORDS
@@ -54,87 +47,6 @@ SHORT_TEXT = 400
 
 def label_words(label: str) -> int:
     return len(label.replace(",", " ").split())
-
-
-def fold(text: str) -> str:
-    """Lower case without accents: 'Attività' → 'attivita'."""
-    text = unicodedata.normalize("NFKD", text.lower())
-    return "".join(c for c in text if not unicodedata.combining(c))
-
-
-def _is_content(word: str) -> bool:
-    return word in CUE_WORDS or (len(word) >= 3 and word not in STOP_WORDS)
-
-
-_WORD_INFO: dict[str, tuple[str, bool]] = {}
-"""surface (lower case) → (folded, content?): words recur, and folding is the tokeniser's cost."""
-
-
-def _word_info(surface: str) -> tuple[str, bool]:
-    info = _WORD_INFO.get(surface)
-    if info is None:
-        word = fold(surface)
-        info = (word, _is_content(word))
-        if len(_WORD_INFO) < 1_000_000:  # bounded: a corpus' vocabulary, not its text
-            _WORD_INFO[surface] = info
-    return info
-
-
-def tokens(text: str) -> list[tuple[str, str, int, int, bool, str]]:
-    """(folded word, surface, start, end, content?, gap before it) for each word of `text`; the gap is
-    the text between it and the previous word with spaces and apostrophes stripped ('' or ',' …)."""
-    out = []
-    lowered, end = text.lower(), 0
-    for match in _WORD.finditer(lowered):
-        surface = match.group()
-        word, content = _word_info(surface)
-        start, stop = match.span()
-        gap = lowered[end:start]
-        gap = "" if gap == " " else gap.strip(" '’\t")
-        if lowered[stop:stop + 1] in ("'", "’"):
-            surface += "'"  # elided article: shown glued to the next word ("dell'ospedale")
-        end = stop
-        out.append((word, surface, start, stop, content, gap))
-    return out
-
-
-def folded_words(text: str) -> list[str]:
-    """The folded words of `text`: those of `tokens(text)`, without their places and gaps."""
-    return [_word_info(surface)[0] for surface in _WORD.findall(text.lower())]
-
-
-def terms(text: str, surfaces: dict[str, Counter[str]] | None = None) -> list[str]:
-    """Content words (folded) and phrases of 2-MAX_NGRAM adjacent words (stop-words allowed inside,
-    never first or last, no punctuation or digit between them). `tokens`' words and gaps, read in one pass (a
-    corpus's every text goes through here once, for the term index)."""
-    out: list[str] = []
-    words: list[str] = []
-    contents: list[bool] = []
-    lowered, end, seg_start = text.lower(), 0, 0
-    for i, match in enumerate(_WORD.finditer(lowered)):
-        surface = match.group()
-        word, content = _word_info(surface)
-        start, stop = match.span()
-        gap = lowered[end:start]
-        if gap != " " and gap.strip(" '’\t"):
-            seg_start = i  # punctuation or a number between words ends a phrase
-        end = stop
-        words.append(word)
-        contents.append(content)
-        if surfaces is not None:
-            if lowered[stop:stop + 1] in ("'", "’"):
-                surface += "'"  # as tokens shows an elided article
-            counts = surfaces.get(word)
-            if counts is None:  # not setdefault(word, Counter()): a Counter made per word of the corpus
-                counts = surfaces[word] = Counter()
-            counts[surface] += 1
-        if not content:
-            continue
-        out.append(word)
-        for j in range(max(seg_start, i - MAX_NGRAM + 1), i):
-            if contents[j]:
-                out.append(" ".join(words[j:i + 1]))
-    return out
 
 
 class TermIndex:
