@@ -115,6 +115,11 @@ def name_all(data: Path, limit: int | None) -> dict:
             "features_per_min": round(60 * len(records) / seconds, 1), "names": names}
 
 
+def cpu_name() -> str:
+    return next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), platform.processor())
+
+
 def checkout(commit: str) -> Path:
     """A worktree of `commit` (made once)."""
     path = CACHE / f"before-{commit[:12]}"
@@ -132,10 +137,25 @@ def run_side(code: Path, data: Path, limit: int | None) -> dict:
     return json.loads(out.read_text())
 
 
+FIELDS = ("label", "score", "threshold", "reliable", "reason", "alternatives")
+"""What a feature's record holds (name_all's `names`), in order."""
+
+
 def compare(before: dict, now: dict) -> dict:
+    """Every feature whose record differs, counted by what differs (`by_field`); every one whose shown name
+    differs listed (`names_changed`), the rest up to 50 (`differences`)."""
     differ = [{"feature": int(f), "before": before[f], "now": now.get(f)} for f in before if before[f] != now.get(f)]
+    fields = {f: 0 for f in FIELDS}
+    named = []
+    for d in differ:
+        b, n = d["before"] or [None] * len(FIELDS), d["now"] or [None] * len(FIELDS)
+        for field, x, y in zip(FIELDS, b, n):
+            fields[field] += x != y
+        if b[0] != n[0]:
+            named.append(d)
     return {"features_compared": len(before), "identical": not differ and before.keys() == now.keys(),
-            "differences": differ[:50], "n_differences": len(differ)}
+            "n_differences": len(differ), "by_field": fields, "names_changed": named,
+            "differences": [d for d in differ if d not in named][:50]}
 
 
 def main() -> None:
@@ -170,7 +190,7 @@ def main() -> None:
         "features_per_min_before": best["before"], "features_per_min_now": best["now"],
         "ratio_features_per_min": round(best["now"] / best["before"], 2),
         "names": compare(runs["before"][-1]["names"], runs["now"][-1]["names"]),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()]},
     }
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
