@@ -115,11 +115,6 @@ def name_all(data: Path, limit: int | None) -> dict:
             "features_per_min": round(60 * len(records) / seconds, 1), "names": names}
 
 
-def cpu_name() -> str:
-    return next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")), platform.processor())
-
-
 def checkout(commit: str) -> Path:
     """A worktree of `commit` (made once)."""
     path = CACHE / f"before-{commit[:12]}"
@@ -180,6 +175,8 @@ def main() -> None:
             runs[side].append(run_side(sides[side], args.data, args.limit))
             print(f"round {r} {side}: {runs[side][-1]['seconds']} s, {runs[side][-1]['features_per_min']} features/min",
                   flush=True)
+    from classify import machine  # bench/classify.py: the CPU's name as every bench reports it
+
     best = {s: max(x["features_per_min"] for x in runs[s]) for s in runs}
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {
@@ -190,7 +187,7 @@ def main() -> None:
         "features_per_min_before": best["before"], "features_per_min_now": best["now"],
         "ratio_features_per_min": round(best["now"] / best["before"], 2),
         "names": compare(runs["before"][-1]["names"], runs["now"][-1]["names"]),
-        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
+        "machine": {"cpu": machine()["cpu"], "cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()]},
     }
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")

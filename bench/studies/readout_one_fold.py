@@ -56,7 +56,7 @@ def main() -> None:
         pred = (fitted.probability(codes[split.test]) >= 0.5).astype(np.int64)
         report["fits"][name] = {"seconds": round(seconds, 1), "readout": fitted.readout, "C": fitted.probe.C,
                                 "cv_f1": round(fitted.probe.cv_score, 4),
-                                "cv_labels": len(split.train) if fitted.cv_rows is None else len(fitted.cv_rows),
+                                "cv_labels": len(fitted.out_of_fold),
                                 "held_out_f1": round(readout.f1_of(y[split.test], pred), 4), "tried": fitted.tried}
         print(name, report["fits"][name], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

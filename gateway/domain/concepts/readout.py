@@ -88,23 +88,24 @@ def fit_readout(codes: sp.csr_matrix, y: np.ndarray, *, seed: int = 0,
     the other folds, and scored on it (`out_of_fold` and the CV score are then that fold's, `cv_rows` its labels)."""
     y = np.asarray(y, dtype=np.int64)
     first = next(iter(readouts))
-    if int(np.bincount(y, minlength=2).min()) < MIN_FOR_CV:
+    smallest = int(np.bincount(y, minlength=2).min())
+    if smallest < MIN_FOR_CV:
         model = _fit(rows_for(first, codes), y, first, 1.0, seed)
         return Readout(_fitted(model, 1.0, float("nan")), first, None, 0, {})
-    score, readout, c, oof, folds, tried, rows = _choose(codes, y, seed, readouts,
-                                                         one_split=cv_max is not None and len(y) > cv_max)
+    folds = min(READOUT_FOLDS if len(y) < MANY_LABELS else FEW_FOLDS, smallest)
+    score, readout, c, oof, tried, rows = _choose(codes, y, seed, readouts, folds,
+                                                  one_split=cv_max is not None and len(y) > cv_max)
     model = _fit(rows_for(readout, codes), y, readout, c, seed)
     return Readout(_fitted(model, c, score), readout, oof, folds, tried, rows)
 
 
-def _choose(codes: sp.csr_matrix, y: np.ndarray, seed: int, readouts: dict[str, tuple[float, ...]], *,
-            one_split: bool) -> tuple[float, str, float, np.ndarray, int, dict[str, float], np.ndarray | None]:
-    """(pooled out-of-fold F1, readout, C, out-of-fold decisions, folds, every candidate's F1, the rows those
-    decisions are of: None for all): the best candidate by stratified k-fold cross-validation on these labels (each
-    class at least MIN_FOR_CV); `one_split`: the first fold's split only."""
+def _choose(codes: sp.csr_matrix, y: np.ndarray, seed: int, readouts: dict[str, tuple[float, ...]], folds: int, *,
+            one_split: bool) -> tuple[float, str, float, np.ndarray, dict[str, float], np.ndarray | None]:
+    """(pooled out-of-fold F1, readout, C, out-of-fold decisions, every candidate's F1, the rows those decisions are
+    of: None for all): the best candidate by stratified `folds`-fold cross-validation on these labels;
+    `one_split`: the first fold's split only."""
     from sklearn.model_selection import StratifiedKFold
 
-    folds = min(READOUT_FOLDS if len(y) < MANY_LABELS else FEW_FOLDS, int(np.bincount(y, minlength=2).min()))
     splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
     rows = np.sort(splits[0][1]) if one_split else None
     splits = splits[:1] if one_split else splits
@@ -123,7 +124,7 @@ def _choose(codes: sp.csr_matrix, y: np.ndarray, seed: int, readouts: dict[str, 
             if best is None or score > best[0]:
                 best = (score, readout, c, oof)
     assert best is not None
-    return (*best, folds, tried, rows)
+    return (*best, tried, rows)
 
 
 HOLDOUT_GROUPS = 10

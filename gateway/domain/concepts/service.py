@@ -156,7 +156,7 @@ def train_probe(codes: sp.csr_matrix, labelled: Labelled, examples: Examples,
     cv_f1 = fitted.probe.cv_score if fitted.out_of_fold is not None else 0.0
     probe = {"weights": {str(int(i)): float(coef[i]) for i in used[used < n]},
              "intercept": float(fitted.probe.intercept[0]), "C": fitted.probe.C, "cv_f1": round(cv_f1, 4),
-             "cv_labels": len(split.train) if fitted.cv_rows is None else len(fitted.cv_rows),
+             "cv_labels": None if fitted.out_of_fold is None else len(fitted.out_of_fold),
              "threshold": THRESHOLD, "converged": fitted.probe.converged, "readout": fitted.readout}
     if context:
         probe |= {"context": "document",
