@@ -31,7 +31,7 @@ from contracts.sae import SaeConfig  # noqa: E402
 from gateway.cli.demo import DEMO_SAE_BATCH  # noqa: E402
 from gateway.domain.concepts.probe import heldout_split  # noqa: E402
 
-RULE_LR = SaeConfig().resolved_lr(384)  # the default rule for n = 3,072 (e5-small's 384 × 8)
+RULE_LR = SaeConfig(batch_size=256).resolved_lr(384)  # the default rule at 256 rows for n = 3,072 (384 × 8)
 CONFIGS = {
     "batch 256, the rule's rate (the demo until 2026-12-01)": {},
     "batch 1,024, rate 3e-3 (bench/status.py's), warm-up 25": {"batch_size": 1024, "lr": 3e-3, "lr_warmup_steps": 25},

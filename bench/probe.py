@@ -97,7 +97,8 @@ def sentence_vectors(texts: list[str], rows: np.ndarray) -> np.ndarray:
 
 def train_sae(x_train: np.ndarray, steps: int | None) -> tuple[SaeTrainer, float]:
     """Prisma's trainer, k = 32, expansion 8, `steps` (default SAE_STEPS) at SAE_LR."""
-    cfg = SaeConfig(expansion_factor=8, k=32, max_steps=steps or SAE_STEPS, lr=SAE_LR, seed=0, device="cpu")
+    cfg = SaeConfig(expansion_factor=8, k=32, max_steps=steps or SAE_STEPS, lr=SAE_LR, batch_size=256, seed=0,
+                    device="cpu")
     trainer = SaeTrainer(torch.from_numpy(x_train), cfg, torch.device("cpu"))
     t0 = time.perf_counter()
     for _ in range(trainer.total_steps):

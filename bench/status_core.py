@@ -25,7 +25,7 @@ from status_data import LabelledSet
 
 CACHE = Path("/tmp/prisma-bench")
 CS = np.logspace(-3, 3, 13)
-SAE = {"expansion_factor": 8, "k": 32, "max_steps": 2000, "lr": 3e-3}  # bench/probe.py's schedule
+SAE = {"expansion_factor": 8, "k": 32, "max_steps": 2000, "lr": 3e-3, "batch_size": 256}  # bench/probe.py's schedule
 
 
 # --- measuring -------------------------------------------------------------------------------

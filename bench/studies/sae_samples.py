@@ -6,10 +6,12 @@ by the default model (multilingual-e5-small, fp32, its "passage: " prompt), as a
 embeds them. The product's 10 % hold-out split is made on cases (`holdout_split`, seed 0): no clause of a held-out
 case is trained on. The product's trainer (`services.sae.trainer.SaeTrainer`, every step of its schedule: warm-up,
 linear decay to the last step) trains the default SAE (expansion 8, k 32) and the 200,000-note benchmark's
-(expansion 32: n = 12,288) for a budget of samples each (`max_steps` = budget / 256), one thread pair, seed 0; each
-is read on the held-out clauses (FVU) with its wall seconds.
+(expansion 32: n = 12,288) for a budget of samples each (`max_steps` = budget / batch), one thread pair, seed 0; each
+is read on the held-out clauses (FVU) with its wall seconds. `--batch-sizes` and `--lr-scales` (the learning rate
+times the product's default for that SAE) train the same budgets with larger batches: fewer, dearer steps.
 
-    nice -n 10 .venv/bin/python bench/studies/sae_samples.py [--budgets 250000,500000,...] [--expansions 8,32]
+    nice -n 10 .venv/bin/python bench/studies/sae_samples.py [--budgets 250000,500000,...] [--expansions 8,32] \
+        [--batch-sizes 256,512] [--lr-scales 1,1.414]
 
 Writes bench/studies/results/sae-samples.json after every SAE (a run skips what the file holds).
 """
@@ -73,25 +75,31 @@ def clause_vectors(texts: list[str]) -> tuple[np.ndarray, np.ndarray, float]:
     return seg.vectors.astype(np.float32), seg.doc, seconds
 
 
-def train(x: np.ndarray, hold: np.ndarray, expansion: int, samples: int) -> dict:
-    cfg = SaeConfig(expansion_factor=expansion, k=32, max_steps=max(1, samples // 256), seed=0, device="cpu")
+def train(x: np.ndarray, hold: np.ndarray, expansion: int, samples: int, batch: int = 256,
+          lr_scale: float = 1.0) -> dict:
+    base = SaeConfig(expansion_factor=expansion, k=32, batch_size=batch, max_steps=max(1, samples // batch),
+                     seed=0, device="cpu")
+    cfg = base.model_copy(update={"lr": base.resolved_lr(x.shape[1]) * lr_scale})
     trainer = SaeTrainer(torch.from_numpy(x), cfg, torch.device("cpu"))
     t0 = time.perf_counter()
     for _ in range(trainer.total_steps):
         trainer.train_step()
     seconds = time.perf_counter() - t0
     m = holdout_metrics(trainer.sae, hold, 0.0)
-    return {"expansion_factor": expansion, "n": trainer.sae.num_latents, "samples": trainer.total_steps * 256,
-            "steps": trainer.total_steps, "epochs": round(trainer.total_steps * 256 / len(x), 2),
+    return {"expansion_factor": expansion, "n": trainer.sae.num_latents, "samples": trainer.total_steps * batch,
+            "batch_size": batch, "lr": cfg.lr, "lr_scale": lr_scale,
+            "steps": trainer.total_steps, "epochs": round(trainer.total_steps * batch / len(x), 2),
             "fvu_heldout": round(float(m.fvu), 4), "fvu_train_last": round(trainer.curve[-1]["fvu"], 4),
             "dead_fraction": round(float((trainer.since_fired >= trainer.dead_after).float().mean()), 4),
-            "seconds": round(seconds, 1), "samples_per_s": round(trainer.total_steps * 256 / seconds)}
+            "seconds": round(seconds, 1), "samples_per_s": round(trainer.total_steps * batch / seconds)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budgets", default="250000,500000,1000000,2000000,4000000")
     parser.add_argument("--expansions", default="8,32")
+    parser.add_argument("--batch-sizes", default="256")
+    parser.add_argument("--lr-scales", default="1")
     args = parser.parse_args()
     torch.set_num_threads(2)
     texts = cases()
@@ -106,15 +114,17 @@ def main() -> None:
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                  text=True).stdout.strip(),
         "date": time.strftime("%Y-%m-%d"), "cpu_threads": torch.get_num_threads()})
-    done = {(r["expansion_factor"], r["samples"]) for r in report["runs"]}
-    for expansion in map(int, args.expansions.split(",")):
-        for budget in map(int, args.budgets.split(",")):
-            if (expansion, budget // 256 * 256) in done:
-                continue
-            row = train(x, hold, expansion, budget)
-            report["runs"].append(row)
-            print(json.dumps(row), flush=True)
-            OUT.write_text(json.dumps(report, indent=1) + "\n")
+    done = {(r["expansion_factor"], r["samples"], r.get("batch_size", 256), r.get("lr_scale", 1.0))
+            for r in report["runs"]}
+    grid = [(e, b, batch, scale) for e in map(int, args.expansions.split(",")) for b in map(int, args.budgets.split(","))
+            for batch in map(int, args.batch_sizes.split(",")) for scale in map(float, args.lr_scales.split(","))]
+    for expansion, budget, batch, scale in grid:
+        if (expansion, budget // batch * batch, batch, scale) in done:
+            continue
+        row = train(x, hold, expansion, budget, batch, scale)
+        report["runs"].append(row)
+        print(json.dumps(row), flush=True)
+        OUT.write_text(json.dumps(report, indent=1) + "\n")
 
 
 if __name__ == "__main__":
