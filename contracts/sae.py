@@ -19,7 +19,7 @@ from contracts.packed import PackedArray
 MAX_SAMPLES = 4_000_000
 """The default bound on the samples an SAE trains on (see SaeConfig.max_samples)."""
 LR_REFERENCE_BATCH = 256
-"""The batch at which the default learning rate is sparsify's rule; other batches scale it linearly."""
+"""The largest batch at which the default learning rate is sparsify's rule; larger batches scale it linearly."""
 
 
 class SaeConfig(BaseModel):
@@ -56,8 +56,9 @@ class SaeConfig(BaseModel):
     lr: float | None = Field(
         default=None, gt=0.0, le=1.0,
         description="Adam learning rate; None means sparsify's rule 2e-4 / sqrt(n / 2^14), which keeps "
-        "the update size comparable across widths, times batch_size / 256 (linear scaling: a batch of 512 "
-        "takes half the steps of 256 over the same samples, each twice as large).",
+        "the update size comparable across widths, times batch_size / 256 above 256 rows (linear scaling: a "
+        "batch of 512 takes half the steps of 256 over the same samples, each twice as large). Smaller "
+        "batches keep the rule's rate: short runs in small batches learn too little at a quarter of it.",
     )
     lr_warmup_steps: int = Field(
         default=100, ge=0, le=10_000_000,
@@ -149,7 +150,7 @@ class SaeConfig(BaseModel):
     def resolved_lr(self, d: int) -> float:
         if self.lr is not None:
             return self.lr
-        return 2e-4 / math.sqrt(self.num_latents(d) / 2**14) * self.batch_size / LR_REFERENCE_BATCH
+        return 2e-4 / math.sqrt(self.num_latents(d) / 2**14) * max(1.0, self.batch_size / LR_REFERENCE_BATCH)
 
     def validate_for_dim(self, d: int) -> "SaeConfig":
         """Check what needs d (k ≤ n, k_aux ≤ n); raises a ValidationError located at the field."""

@@ -36,6 +36,7 @@ def test_defaults_resolve_from_d():
     assert cfg.batch_size == 512
     assert cfg.resolved_lr(384) == pytest.approx(2 * 2e-4 / (3072 / 2**14) ** 0.5)  # twice the rule's rate at 256
     assert SaeConfig(batch_size=256).resolved_lr(384) == pytest.approx(2e-4 / (3072 / 2**14) ** 0.5)
+    assert SaeConfig(batch_size=64).resolved_lr(384) == SaeConfig(batch_size=256).resolved_lr(384)  # not below
     assert SaeConfig(batch_size=2048, expansion_factor=32).resolved_lr(384) == pytest.approx(
         8 * 2e-4 / (12288 / 2**14) ** 0.5)
     assert SaeConfig(batch_size=2048, lr=1e-3).resolved_lr(384) == 1e-3  # an explicit rate is taken as given
