@@ -56,9 +56,10 @@ class SaeConfig(BaseModel):
     lr: float | None = Field(
         default=None, gt=0.0, le=1.0,
         description="Adam learning rate; None means sparsify's rule 2e-4 / sqrt(n / 2^14), which keeps "
-        "the update size comparable across widths, times batch_size / 256 above 256 rows (linear scaling: a "
-        "batch of 512 takes half the steps of 256 over the same samples, each twice as large). Smaller "
-        "batches keep the rule's rate: short runs in small batches learn too little at a quarter of it.",
+        "the update size comparable across widths, times rows / 256 where a batch as trained (batch_size "
+        "clipped to the training split) has more than 256 rows (linear scaling: a batch of 512 takes half "
+        "the steps of 256 over the same samples, each twice as large). Smaller batches keep the rule's "
+        "rate: short runs in small batches learn too little at a quarter of it.",
     )
     lr_warmup_steps: int = Field(
         default=100, ge=0, le=10_000_000,
@@ -147,10 +148,12 @@ class SaeConfig(BaseModel):
     def resolved_k_aux(self, d: int) -> int:
         return self.k_aux if self.k_aux is not None else max(1, d // 2)
 
-    def resolved_lr(self, d: int) -> float:
+    def resolved_lr(self, d: int, batch_rows: int | None = None) -> float:
+        """The learning rate; `batch_rows` is the batch as trained (the config's, clipped to the training split)."""
         if self.lr is not None:
             return self.lr
-        return 2e-4 / math.sqrt(self.num_latents(d) / 2**14) * max(1.0, self.batch_size / LR_REFERENCE_BATCH)
+        rows = self.batch_size if batch_rows is None else batch_rows
+        return 2e-4 / math.sqrt(self.num_latents(d) / 2**14) * max(1.0, rows / LR_REFERENCE_BATCH)
 
     def validate_for_dim(self, d: int) -> "SaeConfig":
         """Check what needs d (k ≤ n, k_aux ≤ n); raises a ValidationError located at the field."""

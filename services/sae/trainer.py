@@ -102,7 +102,7 @@ class SaeTrainer:
         self.total_steps = cfg.max_steps or schedule_steps(cfg, self.steps_per_epoch, self.batch_size)
         self.k_aux = cfg.resolved_k_aux(d)
         self.dead_after = cfg.dead_after_samples or n_docs
-        self.lr = cfg.resolved_lr(d)
+        self.lr = cfg.resolved_lr(d, self.batch_size)
         self.sae = TopKSae(d, cfg.num_latents(d), cfg.k, seed=cfg.seed, device=device)
         with torch.no_grad():
             self.sae.b_dec.copy_(initial_b_dec(self.x, cfg.b_dec_init, cfg.seed))

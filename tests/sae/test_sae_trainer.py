@@ -40,6 +40,9 @@ def test_defaults_resolve_from_d():
     assert SaeConfig(batch_size=2048, expansion_factor=32).resolved_lr(384) == pytest.approx(
         8 * 2e-4 / (12288 / 2**14) ** 0.5)
     assert SaeConfig(batch_size=2048, lr=1e-3).resolved_lr(384) == 1e-3  # an explicit rate is taken as given
+    rule = SaeConfig(batch_size=256).resolved_lr(8)
+    assert SaeTrainer(torch.randn(100, 8), SaeConfig(), torch.device("cpu")).lr == pytest.approx(rule)  # 100 rows
+    assert SaeTrainer(torch.randn(400, 8), SaeConfig(), torch.device("cpu")).lr == pytest.approx(rule * 400 / 256)
     assert cfg.aux_alpha == 1 / 32
 
 
