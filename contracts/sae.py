@@ -55,11 +55,9 @@ class SaeConfig(BaseModel):
     )
     lr: float | None = Field(
         default=None, gt=0.0, le=1.0,
-        description="Adam learning rate; None means sparsify's rule 2e-4 / sqrt(n / 2^14), which keeps "
-        "the update size comparable across widths, times rows / 256 where a batch as trained (batch_size "
-        "clipped to the training split) has more than 256 rows (linear scaling: a batch of 512 takes half "
-        "the steps of 256 over the same samples, each twice as large). Smaller batches keep the rule's "
-        "rate: short runs in small batches learn too little at a quarter of it.",
+        description="Adam learning rate; None: sparsify's rule 2e-4 / sqrt(n / 2^14) (the update size kept "
+        "across widths), times rows / 256 where a batch as trained (batch_size clipped to the training "
+        "split) has more than 256 rows: 512 rows take half the steps of 256, each twice as large.",
     )
     lr_warmup_steps: int = Field(
         default=100, ge=0, le=10_000_000,
@@ -70,9 +68,8 @@ class SaeConfig(BaseModel):
         default=512, ge=1, le=65_536,
         description="Rows per step; clipped to the training split's size. A step's Adam update, decoder "
         "renormalisation and gradient projection cost the same whatever its rows, so larger batches train "
-        "the same samples faster: on E3C's clauses (4 M samples, 2 CPU cores) 512 rows at twice the rate "
-        "of 256 took 0.70 of the time at n = 12,288 with a lower held-out FVU "
-        "(bench/studies/results/sae-samples.json).",
+        "the same samples faster: on E3C's clauses (4 M samples, 2 cores) 512 rows at twice the rate of 256 "
+        "took 0.70 of the time at n = 12,288, held-out FVU lower (bench/studies/results/sae-samples.json).",
     )
     epochs: int = Field(
         default=50, ge=1, le=100_000,
