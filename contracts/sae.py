@@ -65,11 +65,10 @@ class SaeConfig(BaseModel):
         "schedule; 100 (not sparsify's 1,000) because document runs have a few thousand steps.",
     )
     batch_size: int = Field(
-        default=512, ge=1, le=65_536,
-        description="Rows per step; clipped to the training split's size. A step's Adam update, decoder "
-        "renormalisation and gradient projection cost the same whatever its rows, so larger batches train "
-        "the same samples faster: on E3C's clauses (4 M samples, 2 cores) 512 rows at twice the rate of 256 "
-        "took 0.70 of the time at n = 12,288, held-out FVU lower (bench/studies/results/sae-samples.json).",
+        default=256, ge=1, le=65_536,
+        description="Rows per step; clipped to the training split's size. 512 rows at twice the rate train "
+        "the same samples in 0.5-0.8 of the time with a lower held-out FVU, but on E3C the probe read their "
+        "codes less well with 50-400 labels (bench/studies/results/sae-batch-en.json): a choice for speed.",
     )
     epochs: int = Field(
         default=50, ge=1, le=100_000,

@@ -13,7 +13,9 @@ config, from the product's default `SaeConfig()` resolved as a run with clause s
     (100 epochs, the same warm-up and linear decay to the last step), trained on documents or on segments alone,
     and the default again with SAE seeds 1 and 2 (initialisation and data order only: the noise of training); each
     variant again with SAE seed 1 (`--only "k=64 seed1",...`), read against the default on the same two seeds;
-  - the curve again with SAE seeds 1 and 2 (`--only curve_seed1,curve_seed2`), and its mean over the three seeds.
+  - the curve again with SAE seeds 1 and 2 (`--only curve_seed1,curve_seed2`), and its mean over the three seeds;
+  - batches of 256 and 512 rows at their default rates (the rule; twice it), SAE seeds 0, 1 and 2 each
+    (`batch_size=<rows> seed<s>`; `batches`: means, and 512 minus 256 seed by seed).
 Held-out FVU: one fixed hold-out for every SAE, the product's own 10 % split of the whole cached dataset
 (`holdout_split`, seed 0; at the full corpus it is exactly the product's run's): those documents' clause and
 document vectors are never trained on, and FVU is read on both (the default's own measure), on each kind alone, and
@@ -28,6 +30,8 @@ and the readout on the product run's own cached codes (bench/results/e3c.json's 
 
     nice -n 10 .venv/bin/python bench/studies/sae_corpus.py --languages en
     nice -n 10 .venv/bin/python bench/studies/sae_corpus.py --languages en --only curve_seed1,curve_seed2
+    nice -n 10 .venv/bin/python bench/studies/sae_corpus.py --languages en --out bench/studies/results/sae-batch-en.json \
+        --only "batch_size=256 seed0,batch_size=256 seed1,batch_size=256 seed2,batch_size=512 seed0,..."
 
 Writes bench/studies/results/sae-corpus.json (after every SAE, so a stopped run keeps what it finished; a run
 skips what the file already holds, and `--only none` recomputes the summaries alone).
@@ -71,6 +75,9 @@ REPEATED = ("k=16", "k=64", "expansion_factor=4", "expansion_factor=16", "steps 
             "train_on=documents")
 VARIANTS |= {f"{name} seed1": {**VARIANTS[name], "seed": 1} for name in REPEATED}
 """Each variant again with SAE seed 1, to be read against the default's seeds 0 and 1 (`variants_over_sae_seeds`)."""
+BATCHES = (256, 512)
+VARIANTS |= {f"batch_size={b} seed{s}": {"batch_size": b, "seed": s} for b in BATCHES for s in (0, 1, 2)}
+"""Batches of 256 and 512 rows, each at its default rate (the rule; twice it), over three SAE seeds (`batches`)."""
 CURVE_SEEDS = (1, 2)  # the curve again with these SAE seeds (--only curve_seed1,curve_seed2)
 DRAWS, LABELS = 10, 100
 
@@ -184,7 +191,7 @@ def command() -> str:
                      *(f"'{a}'" if " " in a else a for a in sys.argv[1:])])
 
 
-def save(report: dict) -> None:
+def save(report: dict, out: Path = OUT) -> None:
     report.update({
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                  text=True).stdout.strip(),
@@ -192,11 +199,11 @@ def save(report: dict) -> None:
         "command": command()})
     if report["command"] not in report.setdefault("commands", []):  # every run that wrote into this file, in order
         report["commands"].append(report["command"])
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
 
 
-def run_language(lang: str, only: set[str] | None, report: dict) -> None:
+def run_language(lang: str, only: set[str] | None, report: dict, out_path: Path = OUT) -> None:
     t0 = time.perf_counter()
     L = Language(lang)
     out = report.setdefault("languages", {}).setdefault(lang, {})
@@ -212,7 +219,7 @@ def run_language(lang: str, only: set[str] | None, report: dict) -> None:
     if "references" not in out:
         out["references"] = L.references()
         print(f"{lang} references: " + ", ".join(f"{m} {v['f1_at']}" for m, v in out["references"].items()), flush=True)
-        save(report)
+        save(report, out_path)
     curve = out.setdefault("curve", {})
     if only is None or "curve" in only:
         done: set[int] = set()
@@ -224,7 +231,7 @@ def run_language(lang: str, only: set[str] | None, report: dict) -> None:
             key = str(n - L.sentences)
             if key not in curve:
                 curve[key] = L.sae(L.base, n)
-                save(report)
+                save(report, out_path)
             r = curve[key]
             print(f"{lang} {key} cases: FVU {r['fvu_heldout']}, F1 {r['f1_at']} sd {r['sd']} ({r['seconds_training']} s)",
                   flush=True)
@@ -244,7 +251,7 @@ def run_language(lang: str, only: set[str] | None, report: dict) -> None:
                 points[key] = {k: v for k, v in variants[f"default_seed{seed}"].items() if k != "paired_vs_default"}
             else:
                 points[key] = L.sae(L.base.model_copy(update={"seed": seed}), n)
-            save(report)
+            save(report, out_path)
             r = points[key]
             print(f"{lang} seed {seed} {key} cases: FVU {r['fvu_heldout']}, F1 {r['f1_at']} ({r['seconds_training']} s)",
                   flush=True)
@@ -268,7 +275,7 @@ def run_language(lang: str, only: set[str] | None, report: dict) -> None:
         if same_seed is not None:
             r["paired_vs_default"] = paired(r, same_seed)  # the default with the same SAE seed (seed 0 for its seeds)
         variants[name] = r
-        save(report)
+        save(report, out_path)
         print(f"{lang} {name}: FVU {r['fvu_heldout']}, F1 {r['f1_at']} sd {r['sd']} ({r['seconds_training']} s) "
               f"{r.get('paired_vs_default')}", flush=True)
     if default is not None:
@@ -305,8 +312,18 @@ def run_language(lang: str, only: set[str] | None, report: dict) -> None:
                 pairs[name][f"minus_default_{k}"] = round(pairs[name][f"f1_{k}"] - pairs[name][f"default_f1_{k}"], 4)
         if pairs:
             out["variants_over_sae_seeds"] = pairs
+    runs = {b: [variants.get(f"batch_size={b} seed{s}") for s in (0, 1, 2)] for b in BATCHES}
+    if all(r is not None for rs in runs.values() for r in rs):  # paired by SAE seed and by draw
+        out["batches"] = {str(b): {
+            "sae_seeds": 3, **{f"f1_{k}": round(float(np.mean([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
+            **{f"f1_{k}_sd_over_seeds": round(float(np.std([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
+            "fvu_heldout": round(float(np.mean([r["fvu_heldout"] for r in rs])), 4),
+            "seconds_training": round(float(np.mean([r["seconds_training"] for r in rs])), 1),
+            "steps": rs[0]["steps"]} for b, rs in runs.items()}
+        out["batches"]["512_minus_256_per_seed"] = {
+            k: [round(a["f1_at"][k] - b["f1_at"][k], 4) for a, b in zip(runs[512], runs[256])] for k in ("100", "all")}
     out["seconds"] = round(out.get("seconds", 0) + time.perf_counter() - t0, 1)
-    save(report)
+    save(report, out_path)
 
 
 def main() -> None:
@@ -315,14 +332,15 @@ def main() -> None:
     parser.add_argument("--languages", default="en")
     parser.add_argument("--only", default=None, help=f"comma-separated of curve, {', '.join(VARIANTS)}, "
                         + ", ".join(f"curve_seed{s}" for s in CURVE_SEEDS) + " (default: the curve and the variants)")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     torch.set_num_threads(1)  # an SAE step on two shared cores: one thread is faster (bench/status.py --threads)
-    report = json.loads(OUT.read_text()) if OUT.exists() else {}
+    report = json.loads(args.out.read_text()) if args.out.exists() else {}
     report["what"] = __doc__.split("\n\n")[0].replace("\n", " ")
     report["design"] = __doc__.split("\n\n")[1].replace("\n", " ")
     only = None if args.only is None else {s.strip() for s in args.only.split(",")}
     for lang in [s.strip() for s in args.languages.split(",") if s.strip()]:
-        run_language(lang, only, report)
+        run_language(lang, only, report, args.out)
 
 
 if __name__ == "__main__":

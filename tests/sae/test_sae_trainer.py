@@ -33,16 +33,17 @@ def test_k_above_n_names_k():
 def test_defaults_resolve_from_d():
     cfg = SaeConfig()
     assert cfg.resolved_k_aux(384) == 192
-    assert cfg.batch_size == 512
-    assert cfg.resolved_lr(384) == pytest.approx(2 * 2e-4 / (3072 / 2**14) ** 0.5)  # twice the rule's rate at 256
-    assert SaeConfig(batch_size=256).resolved_lr(384) == pytest.approx(2e-4 / (3072 / 2**14) ** 0.5)
+    assert cfg.batch_size == 256
+    assert cfg.resolved_lr(384) == pytest.approx(2e-4 / (3072 / 2**14) ** 0.5)  # sparsify's rule
+    assert SaeConfig(batch_size=512).resolved_lr(384) == pytest.approx(2 * 2e-4 / (3072 / 2**14) ** 0.5)  # twice
     assert SaeConfig(batch_size=64).resolved_lr(384) == SaeConfig(batch_size=256).resolved_lr(384)  # not below
     assert SaeConfig(batch_size=2048, expansion_factor=32).resolved_lr(384) == pytest.approx(
         8 * 2e-4 / (12288 / 2**14) ** 0.5)
     assert SaeConfig(batch_size=2048, lr=1e-3).resolved_lr(384) == 1e-3  # an explicit rate is taken as given
     rule = SaeConfig(batch_size=256).resolved_lr(8)
-    assert SaeTrainer(torch.randn(100, 8), SaeConfig(), torch.device("cpu")).lr == pytest.approx(rule)  # 100 rows
-    assert SaeTrainer(torch.randn(400, 8), SaeConfig(), torch.device("cpu")).lr == pytest.approx(rule * 400 / 256)
+    wide = SaeConfig(batch_size=512)
+    assert SaeTrainer(torch.randn(100, 8), wide, torch.device("cpu")).lr == pytest.approx(rule)  # 100 rows: the rule
+    assert SaeTrainer(torch.randn(400, 8), wide, torch.device("cpu")).lr == pytest.approx(rule * 400 / 256)
     assert cfg.aux_alpha == 1 / 32
 
 
