@@ -75,8 +75,8 @@ REPEATED = ("k=16", "k=64", "expansion_factor=4", "expansion_factor=16", "steps 
             "train_on=documents")
 VARIANTS |= {f"{name} seed1": {**VARIANTS[name], "seed": 1} for name in REPEATED}
 """Each variant again with SAE seed 1, to be read against the default's seeds 0 and 1 (`variants_over_sae_seeds`)."""
-BATCHES = (256, 512)
-VARIANTS |= {f"batch_size={b} seed{s}": {"batch_size": b, "seed": s} for b in BATCHES for s in (0, 1, 2)}
+BATCHES, BATCH_SEEDS = (256, 512), (0, 1, 2)
+VARIANTS |= {f"batch_size={b} seed{s}": {"batch_size": b, "seed": s} for b in BATCHES for s in BATCH_SEEDS}
 """Batches of 256 and 512 rows, each at its default rate (the rule; twice it), over three SAE seeds (`batches`)."""
 CURVE_SEEDS = (1, 2)  # the curve again with these SAE seeds (--only curve_seed1,curve_seed2)
 DRAWS, LABELS = 10, 100
@@ -312,16 +312,17 @@ def run_language(lang: str, only: set[str] | None, report: dict, out_path: Path 
                 pairs[name][f"minus_default_{k}"] = round(pairs[name][f"f1_{k}"] - pairs[name][f"default_f1_{k}"], 4)
         if pairs:
             out["variants_over_sae_seeds"] = pairs
-    runs = {b: [variants.get(f"batch_size={b} seed{s}") for s in (0, 1, 2)] for b in BATCHES}
+    runs = {b: [variants.get(f"batch_size={b} seed{s}") for s in BATCH_SEEDS] for b in BATCHES}
     if all(r is not None for rs in runs.values() for r in rs):  # paired by SAE seed and by draw
+        small, large = BATCHES
         out["batches"] = {str(b): {
-            "sae_seeds": 3, **{f"f1_{k}": round(float(np.mean([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
+            "sae_seeds": len(BATCH_SEEDS), **{f"f1_{k}": round(float(np.mean([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
             **{f"f1_{k}_sd_over_seeds": round(float(np.std([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
             "fvu_heldout": round(float(np.mean([r["fvu_heldout"] for r in rs])), 4),
             "seconds_training": round(float(np.mean([r["seconds_training"] for r in rs])), 1),
             "steps": rs[0]["steps"]} for b, rs in runs.items()}
-        out["batches"]["512_minus_256_per_seed"] = {
-            k: [round(a["f1_at"][k] - b["f1_at"][k], 4) for a, b in zip(runs[512], runs[256])] for k in ("100", "all")}
+        out["batches"][f"{large}_minus_{small}_per_seed"] = {
+            k: [round(a["f1_at"][k] - b["f1_at"][k], 4) for a, b in zip(runs[large], runs[small])] for k in ("100", "all")}
     out["seconds"] = round(out.get("seconds", 0) + time.perf_counter() - t0, 1)
     save(report, out_path)
 
