@@ -33,6 +33,7 @@ nothing (search hits and name scores are noise); what such a run measures is tim
     nice -n 19 python bench/e2e.py --n 2000 --embedding computed
     nice -n 19 python bench/e2e.py --n 200000 --embedding imported [--mode distributed]
     timeout 540 python bench/e2e.py --n 200000 --embedding imported; python bench/e2e.py --resume /tmp/prisma-e2e-…
+    nice -n 19 python bench/e2e.py --n 200000 --embedding imported --until sae   # then copy the data dir, --resume each copy
     nice -n 19 python bench/e2e.py --make-donors
     nice -n 19 python bench/e2e.py --make-query-model /tmp/bert768 --dim 768
     nice -n 19 python bench/e2e.py --n 200000 --embedding imported --dim 768 --expansion 16 --query-model /tmp/bert768
@@ -199,12 +200,12 @@ STAGES = ("upload", "embed", "embed_import", "sae", "naming", "families", "searc
           "concept_probe", "concept_apply", "export_csv")
 
 
-def run(args: argparse.Namespace) -> tuple[dict, argparse.Namespace]:
+def run(args: argparse.Namespace) -> tuple[dict | None, argparse.Namespace]:
     """Every stage, or (`--resume DIR`) those a stopped run had not finished, on its kept data dir."""
     if args.resume is not None:
         root = args.resume
         saved = json.loads((root / "e2e-state.json").read_text())["args"]
-        args = argparse.Namespace(**{**saved, "resume": root, "out": args.out})
+        args = argparse.Namespace(**{**saved, "resume": root, "out": args.out, "until": args.until})
         if args.mode != "embedded":
             raise SystemExit("--resume: only an embedded run's data dir can be resumed")
     else:
@@ -233,6 +234,10 @@ def run(args: argparse.Namespace) -> tuple[dict, argparse.Namespace]:
                 state.finish(name, measure(dep, name, getattr(pipe, name)))
                 if name == "embed" and args.save_donors and labels is not None:
                     save_donors(dep, pipe.ids["embedding_run"], labels, Path(args.donors))
+                if name == args.until:
+                    print(f"stopped after {name}: the data dir is kept in {root}; go on with --resume {root}",
+                          flush=True)
+                    return None, args
         finally:
             dep.stop()
     except BaseException:
@@ -293,6 +298,9 @@ def main() -> None:
     parser.add_argument("--resume", type=Path, default=None,
                         help="The data dir a stopped embedded run kept: its stages not finished, the job it waited on "
                              "resumed from its checkpoint (bench/e2e_state.py); the figures join the others.")
+    parser.add_argument("--until", choices=STAGES, default=None,
+                        help="Stop after this stage, keeping the data dir (a copy of it is a corpus to resume from "
+                             "more than once: e.g. the naming stage on two commits).")
     parser.add_argument("--tmp", default=None, help="Where the data dir is made (default: the system's).")
     parser.add_argument("--precision", choices=["fp32", "bf16", "int8"], default=None,
                         help="A computed run's precision (default: the embedder's 'auto' on this CPU); a run per "
@@ -310,6 +318,8 @@ def main() -> None:
 
     load0 = os.getloadavg()[0]
     result, args = run(args)
+    if result is None:  # --until
+        return
     result["load_average_at_start"] = round(load0, 2)
     report = json.loads(args.out.read_text()) if args.out.exists() else {}
     report.update({

@@ -14,12 +14,17 @@ from services.interpreter.corpus import Corpus
 from services.interpreter.rows import spans
 
 PREFETCH_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-"""Threads that find a batch's neighbours, one block of anchors each (each holds a [block, U] float32
-similarity matrix while it works: 51 MB at 200,000 distinct vectors)."""
+"""Threads that find a batch's neighbours, one block of anchors each (each holds a [block, SEARCHED] float32
+similarity matrix while it works: 13 MB with SEARCHED = 50,000)."""
 
 
 KEPT = 16_384
 """Anchors whose neighbour lists are kept between batches: 16,384 × 512 int32 = 32 MB."""
+SEARCHED = 50_000
+"""Distinct vectors an anchor's neighbours are searched among: all of them up to this many; past it, a fixed
+sample of this many (seed 0, the same for every feature and call), so that a feature's search costs what it
+costs at SEARCHED whatever the corpus's size (at 200,000 distinct vectors the exact search over all of them was
+most of naming's time: a [64, U] product and a partition of each row, about 4 ms an anchor on one core)."""
 
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
@@ -42,21 +47,31 @@ class Neighbours:
     stock phrases: the demo's 71,298 clauses hold 15,017 distinct texts), copies share their vector,
     and each distinct vector stands for its copies, listed in position order. The Namer prefetches a
     whole batch's anchors (`depth` distinct vectors each); `rows` falls back to an exact search over
-    the distinct vectors for an anchor whose list runs short."""
+    the distinct vectors for an anchor whose list runs short. Past SEARCHED distinct vectors, both search a fixed
+    sample of SEARCHED of them (the exact nearest among the sample: hard negatives a little less near than the
+    corpus's nearest, at a cost that no longer grows with the corpus)."""
 
     def __init__(self, corpus: Corpus, depth: int = 512, block: int = 64) -> None:
         self.corpus, self.depth, self.block = corpus, depth, block
         self._near: dict[int, np.ndarray] = {}  # distinct vector -> the distinct vectors nearest to it
         self._distinct, self._group, self._positions, self._starts = corpus.distinct
+        u = len(self._distinct)
+        self._pool = np.sort(np.random.default_rng(0).choice(u, SEARCHED, replace=False)) if u > SEARCHED else None
+        """[SEARCHED] the distinct vectors searched, ascending (None: all of them)."""
+        self._space = self._distinct if self._pool is None else self._distinct[self._pool]  # [P, d], contiguous
 
-    def _nearest(self, groups: np.ndarray, depth: int, banned: np.ndarray | None = None) -> np.ndarray:
-        """[G, depth] the distinct vectors nearest to each of `groups`, nearest first (`banned` [U] excluded)."""
-        sims = self._distinct[groups] @ self._distinct.T  # [G, U]
+    def _nearest(self, groups: np.ndarray, depth: int, banned: np.ndarray | None = None, *,
+                 everywhere: bool = False) -> np.ndarray:
+        """[G, depth] the distinct vectors nearest to each of `groups` among those searched (`everywhere`: among
+        all), nearest first (`banned` [U] excluded; depth at most the searched ones not banned)."""
+        pool = None if everywhere else self._pool
+        sims = self._distinct[groups] @ (self._distinct if everywhere else self._space).T  # [G, P]
         if banned is not None:
-            sims[:, banned] = -np.inf
-        np.negative(sims, out=sims)  # nearest = smallest, in place: no second [G, U] array
-        top = np.stack([np.argpartition(row, depth - 1)[:depth] for row in sims])  # a row at a time: no [G, U] int64
-        return np.take_along_axis(top, np.argsort(np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
+            sims[:, banned if pool is None else banned[pool]] = -np.inf
+        np.negative(sims, out=sims)  # nearest = smallest, in place: no second [G, P] array
+        top = np.stack([np.argpartition(row, depth - 1)[:depth] for row in sims])  # a row at a time: no [G, P] int64
+        top = np.take_along_axis(top, np.argsort(np.take_along_axis(sims, top, 1), axis=1, kind="stable"), 1)
+        return top if pool is None else pool[top]
 
     def prefetch(self, anchors: Iterable[int]) -> None:
         """Find the neighbours of every anchor not known yet (those known are kept, up to KEPT lists: the strongest
@@ -67,7 +82,7 @@ class Neighbours:
         if len(self._near) + len(want - self._near.keys()) > KEPT:
             self._near = {g: v for g, v in self._near.items() if g in want}
         new = np.asarray(sorted(want - self._near.keys()), np.int64)
-        depth = min(self.depth, len(self._distinct))
+        depth = min(self.depth, len(self._space))
         blocks = [new[start:start + self.block] for start in range(0, len(new), self.block)]
         threads = min(len(blocks), PREFETCH_THREADS)
         if threads <= 1:
@@ -130,7 +145,11 @@ class Neighbours:
                 if taken is None:
                     taken = np.ones(len(self._distinct), bool)
                     taken[self._group[~banned]] = False
-                depth = min(m, len(self._distinct) - int(taken.sum()))
-                kept = self._expand(self._nearest(np.array([g]), depth, taken)[0], banned, m)
+                searched = taken if self._pool is None else taken[self._pool]
+                depth = min(m, len(searched) - int(searched.sum()))
+                kept = self._expand(self._nearest(np.array([g]), depth, taken)[0], banned, m) if depth else []
+                if len(kept) < m:  # the sample holds too few non-activating copies: all the distinct vectors
+                    depth = min(m, len(taken) - int(taken.sum()))
+                    kept = self._expand(self._nearest(np.array([g]), depth, taken, everywhere=True)[0], banned, m)
             out.append(np.asarray(kept, np.int64))
         return np.stack(out)

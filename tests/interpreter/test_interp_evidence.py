@@ -133,8 +133,13 @@ def test_numpy_encoder_matches_the_sae_service(tmp_path):
         np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("pool", [50_000, 100])  # 100: a sample of the distinct vectors searched
 @pytest.mark.parametrize("depth", [6, 140, 512])  # 6: every list runs short (searched again); 140: 10 of 70 do
-def test_neighbours_found_for_a_batch_give_the_same_evidence(corpus, depth):
+def test_neighbours_found_for_a_batch_give_the_same_evidence(corpus, depth, pool, monkeypatch):
+    from services.interpreter import neighbours
+
+    monkeypatch.setattr(neighbours, "SEARCHED", pool)
+    assert (Neighbours(corpus)._pool is None) == (len(corpus.distinct.vectors) <= pool)
     cfg = EvidenceConfig(seed=0)
     features = [f for f in range(corpus.n_features) if len(anchors_of(corpus, f, cfg))]
     batch = Neighbours(corpus, depth=depth, block=4)
@@ -189,3 +194,42 @@ def test_neighbours_of_repeated_segments_are_the_nearest_copies_in_position_orde
         free = np.setdiff1d(np.arange(200), active)
         want = free[np.lexsort((free, -sims[free]))][:m]
         assert row.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("depth", [3, 512])
+def test_past_the_pool_neighbours_are_the_nearest_copies_among_a_fixed_sample(monkeypatch, depth):
+    """A corpus with more distinct vectors than SEARCHED: an anchor's neighbours are the brute-force nearest among the
+    copies of one fixed sample of SEARCHED distinct vectors (the same for every search), and when that sample holds
+    too few non-activating copies the search takes every distinct vector instead."""
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+    from services.interpreter import neighbours
+    from services.interpreter.corpus import Corpus
+
+    monkeypatch.setattr(neighbours, "SEARCHED", 20)
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(60, 8)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    which = rng.integers(0, 60, 300)  # 300 positions, 60 distinct vectors
+    vectors = base[which]
+    corpus = Corpus(pa.array([f"t{w}" for w in which]), np.arange(300), vectors, sp.csc_matrix((300, 4), dtype=np.float32))
+    distinct = corpus.distinct
+    found = Neighbours(corpus, depth=depth, block=1)
+    pool = found._pool
+    assert pool is not None and len(pool) == 20 and pool.tolist() == Neighbours(corpus)._pool.tolist()
+    in_pool = np.isin(distinct.group, pool)  # [300]: positions whose vector is in the sample
+    active = np.flatnonzero(np.isin(which, [0, 5, 9]))
+    anchors = np.array([int(np.flatnonzero(which == 0)[0]), int(np.flatnonzero(which == 9)[-1])])
+    found.prefetch(anchors.tolist())
+    free = np.setdiff1d(np.arange(300), active)
+    sampled = free[in_pool[free]]
+    m = min(12, len(sampled))
+    for a, row in zip(anchors.tolist(), found.rows(anchors, active, m)):
+        sims = vectors @ vectors[a]
+        assert row.tolist() == sampled[np.lexsort((sampled, -sims[sampled]))][:m].tolist()
+    # more non-activating rows asked than the sample holds: the nearest among every distinct vector's copies
+    m = len(sampled) + 5
+    for a, row in zip(anchors.tolist(), found.rows(anchors, active, m)):
+        sims = vectors @ vectors[a]
+        assert row.tolist() == free[np.lexsort((free, -sims[free]))][:m].tolist()
