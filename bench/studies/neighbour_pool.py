@@ -2,7 +2,8 @@
 among a fixed sample of `SEARCHED` of them (services/interpreter/neighbours.py), on a corpus past the sample's size.
 
 The corpus is a `bench/e2e.py` data directory whose SAE run has finished (200,000 imported notes: mixtures of
-real multilingual-e5-small vectors, the generator's texts). The first `--features` features in naming order
+real multilingual-e5-small vectors, the generator's texts), or a `prisma demo` one (its clauses, whose names
+mean something), sampled at the same share with `--searched`. The first `--features` features in naming order
 are named as the naming job names them (Namer, keywords back-end, 64 a batch, PREPARE_BATCHES batches
 prepared together, labels embedded by the run's query model, the default model, on one thread), once per
 setting of SEARCHED, each in a process of its own; each run's seconds, and cProfile's top lines where asked. Beside
@@ -12,6 +13,8 @@ shown name identical, held-out embedding AUROC and near-miss AUROC (mean, and me
 fraction.
 
     nice -n 10 .venv/bin/python bench/studies/neighbour_pool.py --data /tmp/prisma-e2e-… --features 1024
+    nice -n 10 .venv/bin/python bench/studies/neighbour_pool.py --data <prisma demo data dir> --features 3072 \
+        --searched 3754 --out bench/studies/results/neighbour-pool-demo.json
 
 Writes bench/studies/results/neighbour-pool.json (and, with --profile, neighbour-pool-profile.txt).
 """
@@ -42,8 +45,14 @@ EVERY = 10**12
 
 
 def corpus_ref(artifacts: Path):
-    """The e2e run's document corpus (imported vectors: no chunks, no segments), as the naming job reads it."""
+    """The e2e run's document corpus (imported vectors: no chunks, no segments), as the naming job reads it; a
+    `prisma demo` data dir's clause corpus (bench/naming_speed.py's) where the run has segment codes."""
     from contracts.interpret import CorpusRef
+
+    if list(artifacts.glob("sae-runs/*/segment*codes*.npz")):
+        from naming_speed import corpus_ref as clauses
+
+        return clauses(artifacts)
 
     def uris(pattern: str) -> list[str]:
         return [f"file://{p}" for p in sorted(artifacts.glob(pattern))]
@@ -153,6 +162,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="a bench/e2e.py data dir whose SAE run finished")
     parser.add_argument("--features", type=int, default=1024)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--searched", type=int, default=None,
+                        help="the sample's size (default: neighbours.SEARCHED): a smaller corpus sampled at the same "
+                             "share, e.g. the demo's 15,017 distinct clauses at 3,754, a quarter, as 50,000 of 200,000")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -166,7 +178,7 @@ def main() -> None:
     runs = {}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1"}
-    for side, searched in (("every", EVERY), ("sample", SEARCHED)):
+    for side, searched in (("every", EVERY), ("sample", args.searched or SEARCHED)):
         tmp = Path(f"/tmp/neighbour-pool-{side}.json")
         subprocess.run([sys.executable, __file__, "--data", str(args.data), "--features", str(args.features),
                         "--worker", str(searched), "--worker-out", str(tmp)] + (["--profile"] if args.profile else []),
@@ -176,9 +188,9 @@ def main() -> None:
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
     report = {
-        "what": "naming the first features of a 200,000-note e2e run with hard negatives searched among every "
-                "distinct vector and among a fixed sample of SEARCHED of them",
-        "data": str(args.data), "searched": SEARCHED, "distinct_vectors": runs["every"]["distinct_vectors"],
+        "what": "naming the first features of a corpus with hard negatives searched among every distinct vector "
+                "and among a fixed sample of `searched` of them",
+        "data": str(args.data), "searched": args.searched or SEARCHED, "distinct_vectors": runs["every"]["distinct_vectors"],
         "features": args.features,
         "seconds": {side: runs[side]["seconds"] for side in runs},
         "seconds_indexes": {side: runs[side]["seconds_indexes"] for side in runs},
