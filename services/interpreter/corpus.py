@@ -86,6 +86,19 @@ class Corpus:
         starts = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(first)))])
         return DistinctVectors(vectors[first], group, np.argsort(group, kind="stable"), starts)
 
+    def distinct_sample(self, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(ids [n], ascending; their vectors [n, d]) of a fixed sample (seed 0) of n of the distinct vectors, made
+        once per n and kept (every search of the corpus shares it: 77 MB at 50,000 × 384); None where there are no
+        more than n (neighbours.py)."""
+        u = len(self.distinct.vectors)
+        if u <= n:
+            return None
+        kept = self.__dict__.setdefault("_distinct_samples", {})  # beside cached_property's values
+        if n not in kept:
+            ids = np.sort(np.random.default_rng(0).choice(u, n, replace=False))
+            kept[n] = (ids, self.distinct.vectors[ids])
+        return kept[n]
+
     @cached_property
     def centring(self) -> tuple[np.ndarray, np.ndarray]:
         """The mean document vector mu [d] and each document's norm once centred on it, |v - mu| [N]

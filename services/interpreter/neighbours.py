@@ -55,10 +55,10 @@ class Neighbours:
         self.corpus, self.depth, self.block = corpus, depth, block
         self._near: dict[int, np.ndarray] = {}  # distinct vector -> the distinct vectors nearest to it
         self._distinct, self._group, self._positions, self._starts = corpus.distinct
-        u = len(self._distinct)
-        self._pool = np.sort(np.random.default_rng(0).choice(u, SEARCHED, replace=False)) if u > SEARCHED else None
+        sample = corpus.distinct_sample(SEARCHED)  # made once for the corpus, shared by every search of it
+        self._pool: np.ndarray | None = None if sample is None else sample[0]
         """[SEARCHED] the distinct vectors searched, ascending (None: all of them)."""
-        self._space = self._distinct if self._pool is None else self._distinct[self._pool]  # [P, d], contiguous
+        self._space = self._distinct if sample is None else sample[1]  # [P, d], contiguous
 
     def _nearest(self, groups: np.ndarray, depth: int, banned: np.ndarray | None = None, *,
                  everywhere: bool = False) -> np.ndarray:

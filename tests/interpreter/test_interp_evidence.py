@@ -233,3 +233,20 @@ def test_past_the_pool_neighbours_are_the_nearest_copies_among_a_fixed_sample(mo
     for a, row in zip(anchors.tolist(), found.rows(anchors, active, m)):
         sims = vectors @ vectors[a]
         assert row.tolist() == free[np.lexsort((free, -sims[free]))][:m].tolist()
+
+
+def test_the_searched_sample_is_made_once_per_corpus():
+    """Every search of one corpus (the naming run's, each re-interpretation's) shares one sample, not a copy each."""
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+    from services.interpreter.corpus import Corpus
+
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(50, 8)).astype(np.float32)
+    corpus = Corpus(pa.array(["t"] * 50), np.arange(50), vectors, sp.csc_matrix((50, 4), dtype=np.float32))
+    assert corpus.distinct_sample(50) is None
+    ids, sampled = corpus.distinct_sample(20)
+    assert len(ids) == 20 and np.all(np.diff(ids) > 0)
+    np.testing.assert_array_equal(sampled, corpus.distinct.vectors[ids])
+    assert corpus.distinct_sample(20)[1] is sampled
