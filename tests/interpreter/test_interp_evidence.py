@@ -166,22 +166,29 @@ def test_neighbours_found_on_several_threads_are_those_found_on_one(corpus, monk
     for g, near in found[1].items():
         assert near.tolist() == found[3][g].tolist(), g
 
-
-@pytest.mark.parametrize("depth", [3, 512])  # 3: every list runs short (searched again over the distinct vectors)
-def test_neighbours_of_repeated_segments_are_the_nearest_copies_in_position_order(depth):
-    """Segments repeat (the same clause in many notes): the search runs over the distinct vectors and gives
-    back their copies; the result is the brute-force one, nearest first and copies in position order."""
+def repeated_corpus(seed: int, distinct: int, positions: int):
+    """A corpus of `positions` unit vectors drawn from `distinct` ones (segments repeat), and which each is."""
     import pyarrow as pa
     import scipy.sparse as sp
 
     from services.interpreter.corpus import Corpus
 
-    rng = np.random.default_rng(0)
-    base = rng.normal(size=(12, 8)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(distinct, 8)).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
-    which = rng.integers(0, 12, 200)  # 200 positions, 12 distinct vectors
+    which = rng.permutation(distinct) if positions == distinct else rng.integers(0, distinct, positions)
     vectors = base[which]
-    corpus = Corpus(pa.array([f"t{w}" for w in which]), np.arange(200), vectors, sp.csc_matrix((200, 4), dtype=np.float32))
+    corpus = Corpus(pa.array([f"t{w}" for w in which]), np.arange(positions), vectors,
+                    sp.csc_matrix((positions, 4), dtype=np.float32))
+    return corpus, which
+
+
+@pytest.mark.parametrize("depth", [3, 512])  # 3: every list runs short (searched again over the distinct vectors)
+def test_neighbours_of_repeated_segments_are_the_nearest_copies_in_position_order(depth):
+    """Segments repeat (the same clause in many notes): the search runs over the distinct vectors and gives
+    back their copies; the result is the brute-force one, nearest first and copies in position order."""
+    corpus, which = repeated_corpus(seed=0, distinct=12, positions=200)
+    vectors = corpus.vectors
     assert len(corpus.distinct.vectors) == 12
     active = np.flatnonzero(np.isin(which, [0, 5]))  # every copy of two texts activates
     anchors = np.array([int(np.flatnonzero(which == 0)[0]), int(np.flatnonzero(which == 5)[-1])])
@@ -201,20 +208,11 @@ def test_past_the_pool_neighbours_are_the_nearest_copies_among_a_fixed_sample(mo
     """A corpus with more distinct vectors than SEARCHED: an anchor's neighbours are the brute-force nearest among the
     copies of one fixed sample of SEARCHED distinct vectors (the same for every search), and when that sample holds
     too few non-activating copies the search takes every distinct vector instead."""
-    import pyarrow as pa
-    import scipy.sparse as sp
-
     from services.interpreter import neighbours
-    from services.interpreter.corpus import Corpus
 
     monkeypatch.setattr(neighbours, "SEARCHED", 20)
-    rng = np.random.default_rng(1)
-    base = rng.normal(size=(60, 8)).astype(np.float32)
-    base /= np.linalg.norm(base, axis=1, keepdims=True)
-    which = rng.integers(0, 60, 300)  # 300 positions, 60 distinct vectors
-    vectors = base[which]
-    corpus = Corpus(pa.array([f"t{w}" for w in which]), np.arange(300), vectors, sp.csc_matrix((300, 4), dtype=np.float32))
-    distinct = corpus.distinct
+    corpus, which = repeated_corpus(seed=1, distinct=60, positions=300)
+    vectors, distinct = corpus.vectors, corpus.distinct
     found = Neighbours(corpus, depth=depth, block=1)
     pool = found._pool
     assert pool is not None and len(pool) == 20 and pool.tolist() == Neighbours(corpus)._pool.tolist()
@@ -237,15 +235,8 @@ def test_past_the_pool_neighbours_are_the_nearest_copies_among_a_fixed_sample(mo
 
 def test_the_searched_sample_is_made_once_per_corpus():
     """Every search of one corpus (the naming run's, each re-interpretation's) shares one sample, not a copy each."""
-    import pyarrow as pa
-    import scipy.sparse as sp
-
-    from services.interpreter.corpus import Corpus
-
-    rng = np.random.default_rng(2)
-    vectors = rng.normal(size=(50, 8)).astype(np.float32)
-    corpus = Corpus(pa.array(["t"] * 50), np.arange(50), vectors, sp.csc_matrix((50, 4), dtype=np.float32))
-    assert corpus.distinct_sample(50) is None
+    corpus, _ = repeated_corpus(seed=2, distinct=50, positions=50)
+    assert len(corpus.distinct.vectors) == 50 and corpus.distinct_sample(50) is None
     ids, sampled = corpus.distinct_sample(20)
     assert len(ids) == 20 and np.all(np.diff(ids) > 0)
     np.testing.assert_array_equal(sampled, corpus.distinct.vectors[ids])
