@@ -24,7 +24,8 @@ SEARCHED = 50_000
 """Distinct vectors an anchor's neighbours are searched among: all of them up to this many; past it, a fixed
 sample of this many (seed 0, the same for every feature and call), so that a feature's search costs what it
 costs at SEARCHED whatever the corpus's size (at 200,000 distinct vectors the exact search over all of them was
-most of naming's time: a [64, U] product and a partition of each row, about 4 ms an anchor on one core)."""
+about half of a feature's naming work: a [64, U] product and a partition of each row, about 4 ms an anchor on
+one core; bench/studies/results/neighbour-pool.json)."""
 
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
@@ -136,6 +137,7 @@ class Neighbours:
         banned = np.zeros(self.corpus.n_docs, bool)
         banned[active] = True
         taken: np.ndarray | None = None  # [U]: distinct vectors whose every copy is banned (found once)
+        free = free_searched = 0  # distinct vectors not taken: of all, of those searched (found with `taken`)
         found = self._expand_all([self._near.get(int(g)) for g in self._group[anchors].tolist()], banned,
                                   len(active), m)
         out = []
@@ -145,11 +147,12 @@ class Neighbours:
                 if taken is None:
                     taken = np.ones(len(self._distinct), bool)
                     taken[self._group[~banned]] = False
-                searched = taken if self._pool is None else taken[self._pool]
-                depth = min(m, len(searched) - int(searched.sum()))
+                    free = len(taken) - int(taken.sum())
+                    free_searched = free if self._pool is None else len(self._pool) - int(taken[self._pool].sum())
+                depth = min(m, free_searched)
                 kept = self._expand(self._nearest(np.array([g]), depth, taken)[0], banned, m) if depth else []
                 if len(kept) < m:  # the sample holds too few non-activating copies: all the distinct vectors
-                    depth = min(m, len(taken) - int(taken.sum()))
+                    depth = min(m, free)
                     kept = self._expand(self._nearest(np.array([g]), depth, taken, everywhere=True)[0], banned, m)
             out.append(np.asarray(kept, np.int64))
         return np.stack(out)
