@@ -149,7 +149,8 @@ def bench_training(steps: int, lr: float | None, sentences: bool, windows: bool,
     data = load_bench_data(sentences=sentences, windows=windows, segments=segments)
     x_train = torch.from_numpy(data.x_train)
     d = x_train.shape[1]
-    cfg = SaeConfig(expansion_factor=8, k=32, batch_size=256, max_steps=steps, lr=lr, seed=0)
+    # fp32 as the peer trains (the product's 'auto' would pick bf16 on a CPU with native bf16)
+    cfg = SaeConfig(expansion_factor=8, k=32, batch_size=256, max_steps=steps, lr=lr, seed=0, precision="fp32")
     prisma = SaeTrainer(x_train, cfg, torch.device("cpu"))
     peer = SparsifyRun(x_train, cfg, prisma.batch_rows)  # the same batches in the same order
     seconds = train_interleaved(prisma, peer, steps, block)

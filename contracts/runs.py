@@ -98,6 +98,9 @@ class SaeRunOut(BaseModel):
                                                "that is enough (GET /sae-runs/{id} only).")
     coverage: RunCoverage | None = Field(default=None, description="Documents learned from, encoded, and appended to "
                                          "the dataset since (GET /sae-runs/{id} only).")
+    precision: str | None = Field(default=None, description="What the training steps' encoder matmul ran in (fp32 or bf16; "
+                                  "config.precision resolved by the machine that trained); None before it finished, or "
+                                  "for an imported SAE.")
     created_at: datetime
     finished_at: datetime | None
 

@@ -92,6 +92,13 @@ class SaeConfig(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="'auto' uses CUDA when present, else the CPU.",
     )
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        default="auto",
+        description="The training step's encoder matmul (the [B, d] × [d, n] product, most of a CPU step): 'bf16' "
+        "under autocast, every weight, sum and the sparse decode staying fp32; 'auto' (the default): bf16 on a "
+        "CPU with native bf16 (AVX512-BF16, AMX), else fp32 (a GPU's step is bound by kernel launches). Codes "
+        "are always encoded in fp32. The result records what ran (`SaeTrainResult.precision`).",
+    )
     b_dec_init: Literal["mean", "geometric_median"] = Field(
         default="mean",
         description="Initial decoder bias b_d: the data mean (sparsify's choice, cheap) or the geometric "
@@ -350,6 +357,10 @@ class SaeTrainResult(BaseModel):
     seconds: float = Field(description="Wall time of training in this attempt.")
     samples_per_s: float = Field(description="Training samples per second in this attempt.")
     num_families: int
+    precision: Literal["fp32", "bf16"] | None = Field(
+        default=None, description="The encoder matmul's precision in this attempt's steps (SaeConfig.precision "
+        "resolved on the machine that trained); None for an imported SAE, or a result stored before it was recorded.",
+    )
 
 
 class EncodeRequest(BaseModel):

@@ -15,7 +15,9 @@ config, from the product's default `SaeConfig()` resolved as a run with clause s
     variant again with SAE seed 1 (`--only "k=64 seed1",...`), read against the default on the same two seeds;
   - the curve again with SAE seeds 1 and 2 (`--only curve_seed1,curve_seed2`), and its mean over the three seeds;
   - batches of 256 and 512 rows at their default rates (the rule; twice it), SAE seeds 0, 1 and 2 each
-    (`batch_size=<rows> seed<s>`; `batches`: means, and 512 minus 256 seed by seed).
+    (`batch_size=<rows> seed<s>`; `batches`: means, and 512 minus 256 seed by seed);
+  - the encoder's matmul in fp32 and in bf16, SAE seeds 0, 1 and 2 each (`precision=<p> seed<s>`; `precisions`:
+    means, and bf16 minus fp32 seed by seed).
 Held-out FVU: one fixed hold-out for every SAE, the product's own 10 % split of the whole cached dataset
 (`holdout_split`, seed 0; at the full corpus it is exactly the product's run's): those documents' clause and
 document vectors are never trained on, and FVU is read on both (the default's own measure), on each kind alone, and
@@ -78,6 +80,10 @@ VARIANTS |= {f"{name} seed1": {**VARIANTS[name], "seed": 1} for name in REPEATED
 BATCHES, BATCH_SEEDS = (256, 512), (0, 1, 2)
 VARIANTS |= {f"batch_size={b} seed{s}": {"batch_size": b, "seed": s} for b in BATCHES for s in BATCH_SEEDS}
 """Batches of 256 and 512 rows, each at its default rate (the rule; twice it), over three SAE seeds (`batches`)."""
+PRECISIONS, PRECISION_SEEDS = ("fp32", "bf16"), (0, 1, 2)
+VARIANTS |= {f"precision={p} seed{s}": {"precision": p, "seed": s} for p in PRECISIONS for s in PRECISION_SEEDS}
+"""The encoder's matmul in fp32 and in bf16 (SaeConfig.precision; 'auto' picks bf16 on a CPU with native bf16),
+over three SAE seeds (`precisions`)."""
 CURVE_SEEDS = (1, 2)  # the curve again with these SAE seeds (--only curve_seed1,curve_seed2)
 DRAWS, LABELS = 10, 100
 
@@ -203,6 +209,26 @@ def save(report: dict, out: Path = OUT) -> None:
     out.write_text(json.dumps(report, indent=2) + "\n")
 
 
+def over_seeds(variants: dict, field: str, values: tuple, seeds: tuple) -> dict | None:
+    """Two values of one setting, each trained with every SAE seed (`<field>=<value> seed<s>`): their means, and the
+    second minus the first seed by seed (paired by SAE seed and by draw); None until every run is there."""
+    runs = {v: [variants.get(f"{field}={v} seed{s}") for s in seeds] for v in values}
+    if any(r is None for rs in runs.values() for r in rs):
+        return None
+    out: dict = {str(v): {
+        "sae_seeds": len(seeds), **{f"f1_{k}": round(float(np.mean([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
+        **{f"f1_{k}_sd_over_seeds": round(float(np.std([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
+        "fvu_heldout": round(float(np.mean([r["fvu_heldout"] for r in rs])), 4),
+        "seconds_training": round(float(np.mean([r["seconds_training"] for r in rs])), 1),
+        "steps": rs[0]["steps"]} for v, rs in runs.items()}
+    first, second = values
+    out[f"{second}_minus_{first}_per_seed"] = {
+        k: [round(a["f1_at"][k] - b["f1_at"][k], 4) for a, b in zip(runs[second], runs[first])] for k in ("100", "all")}
+    out[f"{second}_minus_{first}_fvu_per_seed"] = [round(a["fvu_heldout"] - b["fvu_heldout"], 4)
+                                                   for a, b in zip(runs[second], runs[first])]
+    return out
+
+
 def run_language(lang: str, only: set[str] | None, report: dict, out_path: Path = OUT) -> None:
     t0 = time.perf_counter()
     L = Language(lang)
@@ -312,17 +338,11 @@ def run_language(lang: str, only: set[str] | None, report: dict, out_path: Path 
                 pairs[name][f"minus_default_{k}"] = round(pairs[name][f"f1_{k}"] - pairs[name][f"default_f1_{k}"], 4)
         if pairs:
             out["variants_over_sae_seeds"] = pairs
-    runs = {b: [variants.get(f"batch_size={b} seed{s}") for s in BATCH_SEEDS] for b in BATCHES}
-    if all(r is not None for rs in runs.values() for r in rs):  # paired by SAE seed and by draw
-        small, large = BATCHES
-        out["batches"] = {str(b): {
-            "sae_seeds": len(BATCH_SEEDS), **{f"f1_{k}": round(float(np.mean([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
-            **{f"f1_{k}_sd_over_seeds": round(float(np.std([r["f1_at"][k] for r in rs])), 4) for k in ("100", "all")},
-            "fvu_heldout": round(float(np.mean([r["fvu_heldout"] for r in rs])), 4),
-            "seconds_training": round(float(np.mean([r["seconds_training"] for r in rs])), 1),
-            "steps": rs[0]["steps"]} for b, rs in runs.items()}
-        out["batches"][f"{large}_minus_{small}_per_seed"] = {
-            k: [round(a["f1_at"][k] - b["f1_at"][k], 4) for a, b in zip(runs[large], runs[small])] for k in ("100", "all")}
+    for summary_key, field, values, seeds in (("batches", "batch_size", BATCHES, BATCH_SEEDS),
+                                              ("precisions", "precision", PRECISIONS, PRECISION_SEEDS)):
+        compared = over_seeds(variants, field, values, seeds)
+        if compared is not None:
+            out[summary_key] = compared
     out["seconds"] = round(out.get("seconds", 0) + time.perf_counter() - t0, 1)
     save(report, out_path)
 

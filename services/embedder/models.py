@@ -13,7 +13,6 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,9 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from services.cpu import cpu_flags as _cpu_flags
+from services.cpu import cpu_has_native_bf16
+from services.cpu import cpuinfo as _cpuinfo
 from services.embedder import ct2
 from services.embedder.errors import EmbedderInputError
 from services.embedder.int8 import PRECISION as INT8
@@ -116,38 +118,6 @@ class LoadedModel:
                 f"for model {self.name!r}"
             )
         return replace(self, max_length=max_length)
-
-
-def cpu_has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX: bf16 matmuls run at about twice the fp32 speed (Linux flags).
-    PRISMA_CPU_NATIVE_BF16=0 (or 1) overrides the flags, to measure on this CPU what 'auto' picks on
-    another (with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, an AVX2-only CPU's path)."""
-    forced = os.environ.get("PRISMA_CPU_NATIVE_BF16", "").strip()
-    return forced == "1" if forced in ("0", "1") else _cpu_flags_have_bf16()
-
-
-@lru_cache(maxsize=1)
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields of /proc/cpuinfo (Linux; empty elsewhere): 'model name', 'flags', ..."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return {}
-    fields: dict[str, str] = {}
-    for line in text.split("\n\n", 1)[0].splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(key.strip(), value.strip())
-    return fields
-
-
-def _cpu_flags() -> set[str]:
-    info = _cpuinfo()
-    return set(info.get("flags", info.get("Features", "")).split())  # x86, Arm
-
-
-def _cpu_flags_have_bf16() -> bool:
-    return bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
 def select_device(device: str) -> torch.device:

@@ -126,6 +126,7 @@ def train_sae(payload: SaeTrainPayload, store: ArtifactStore, *, on_progress: Pr
     result = result.model_copy(update={
         "loss_curve": decimate(trainer.curve), "steps_done": trainer.step, "resumed_from_step": resumed_from,
         "seconds": seconds, "samples_per_s": steps * trainer.batch_size / max(seconds, 1e-9),
+        "precision": trainer.precision,
     })
     store.write_bytes(f"{prefix}/result.json", result.model_dump_json().encode(), kind="sae-result")
     return result

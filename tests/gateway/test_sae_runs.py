@@ -9,6 +9,7 @@ import re
 import pytest
 
 from gateway.demo.corpus import generate_notes
+from services.cpu import cpu_has_native_bf16
 from tests.gateway.polling import wait_done
 from tests.gateway.shared_runs import N_NOTES, NOTES_SEED, SMALL, embedding_run  # noqa: F401 - fixture
 
@@ -26,6 +27,7 @@ async def test_sae_run_features_and_families(client, auth, embedding_run, monkey
     m = done["metrics"]
     assert 0 < m["fvu"] < 1 and abs(m["explained_variance"] - (1 - m["fvu"])) < 1e-6
     assert len(done["loss_curve"]) == 60 and done["loss_curve"][-1]["step"] == 60
+    assert done["precision"] == ("bf16" if cpu_has_native_bf16() else "fp32")  # what 'auto' picks on this CPU
     # how much text it learned from: the 100 notes, too little for an SAE on real clinical text, and said so
     learned = done["training_text"]
     characters = sum(len(n.text) for n in generate_notes(n=N_NOTES, seed=NOTES_SEED))
@@ -35,6 +37,7 @@ async def test_sae_run_features_and_families(client, auth, embedding_run, monkey
     assert listed["items"] and listed["items"][0]["training_text"] is None  # a list does not count characters
     run_page = (await client.get(f"/sae-runs/{run['id']}", headers=auth)).text
     assert 'id="too-little-text"' in run_page and f"{N_NOTES} documents, {characters:,} characters" in run_page
+    assert f'<dd id="training-precision">{done["precision"]}</dd>' in run_page
     training_text_module = importlib.import_module("gateway.domain.runs.training_text")
     monkeypatch.setattr(training_text_module, "ENOUGH_CHARACTERS", characters)
     assert (await client.get(f"/api/v1/sae-runs/{run['id']}", headers=auth)).json()["training_text"]["enough"]

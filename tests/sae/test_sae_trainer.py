@@ -10,7 +10,7 @@ from artifacts import ArtifactStore
 from contracts.sae import SaeConfig, SaeSweepPayload
 from sae_fixtures import tiny_payload
 from services.sae.pipeline import train_sae
-from services.sae.trainer import SaeTrainer, geometric_median, holdout_split, lr_at
+from services.sae.trainer import SaeTrainer, geometric_median, holdout_split, lr_at, resolve_precision
 
 
 @pytest.mark.parametrize("field,value", [
@@ -129,20 +129,39 @@ def test_sweep_expands_to_one_payload_per_config():
         SaeSweepPayload(run_ids=[1], embeddings=sweep.embeddings, artifact_prefix="s", configs=[])
 
 
-def test_trainer_runs_under_autocast_as_in_fp32():
-    """bf16 autocast (what the GPU path uses; CPU autocast here): the encoder's matmul in bf16, the
-    sparse decode and backward in the weights' fp32; the FVU curve ends where fp32's does."""
+def test_bf16_precision_runs_the_encoder_matmul_in_bf16_and_learns_as_fp32():
+    """precision='bf16': the encoder's matmul under autocast (what a CPU with native bf16 and a GPU run by
+    default), the weights, the sparse decode and backward in fp32; the FVU curve differs from fp32's (bf16 did
+    run) but ends where fp32's does, and the result records what ran."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     x = torch.from_numpy((rng.standard_normal((1024, 16)) @ rng.standard_normal((16, 16))).astype(np.float32))
-    cfg = SaeConfig(expansion_factor=4, k=4, batch_size=128, max_steps=60)
-    ends = []
-    for half in (False, True):
+    curves, ends = [], []
+    for precision in ("fp32", "bf16"):
+        cfg = SaeConfig(expansion_factor=4, k=4, batch_size=128, max_steps=60, precision=precision)
         trainer = SaeTrainer(x, cfg, torch.device("cpu"))
-        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=half):
-            curve = [trainer.train_step()["fvu"] for _ in range(cfg.max_steps)]
+        assert trainer.precision == precision
+        curve = [trainer.train_step()["fvu"] for _ in range(cfg.max_steps)]
         assert np.isfinite(curve).all() and all(p.dtype == torch.float32 for p in trainer.sae.parameters())
+        curves.append(curve)
         ends.append(float(np.mean(curve[-10:])))
         assert ends[-1] < curve[0]
+    assert curves[0] != curves[1]
     assert abs(ends[1] - ends[0]) < 0.02, ends
+
+
+@pytest.mark.parametrize("flag,auto", [("0", "fp32"), ("1", "bf16")])
+def test_auto_precision_follows_the_cpus_native_bf16(monkeypatch, tmp_path, flag, auto):
+    monkeypatch.setenv("PRISMA_CPU_NATIVE_BF16", flag)  # what 'auto' picks on a CPU without (0) or with (1) it
+    cpu = torch.device("cpu")
+    assert resolve_precision("auto", cpu) == auto
+    assert resolve_precision("fp32", cpu) == "fp32" and resolve_precision("bf16", cpu) == "bf16"
+    store = ArtifactStore(str(tmp_path))
+    assert train_sae(tiny_payload(store, max_steps=5), store).precision == auto
+
+
+def test_precision_is_checked():
+    with pytest.raises(ValidationError) as err:
+        SaeConfig(precision="fp16")
+    assert err.value.errors()[0]["loc"] == ("precision",)

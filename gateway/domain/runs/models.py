@@ -55,3 +55,8 @@ class SaeRun(Base):
     result: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
+
+    @property
+    def precision(self) -> str | None:
+        """What the training steps' encoder matmul ran in (fp32 or bf16), from the stored result; None before."""
+        return (self.result or {}).get("precision")
