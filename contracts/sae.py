@@ -92,27 +92,16 @@ class SaeConfig(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="'auto' uses CUDA when present, else the CPU.",
     )
-    precision: Literal["auto", "fp32", "bf16"] = Field(
-        default="auto",
-        description="The training step's encoder matmul (the [B, d] × [d, n] product, most of a CPU step): 'bf16' "
-        "under autocast, every weight, sum and the sparse decode staying fp32; 'auto' (the default): bf16 on a "
-        "CPU with native bf16 (AVX512-BF16, AMX), else fp32 (a GPU's step is bound by kernel launches). Codes "
-        "are always encoded in fp32. The result records what ran (`SaeTrainResult.precision`).",
-    )
-    b_dec_init: Literal["mean", "geometric_median"] = Field(
-        default="mean",
-        description="Initial decoder bias b_d: the data mean (sparsify's choice, cheap) or the geometric "
-        "median (Gao et al.; robust to outlying documents, on at most 10,000 samples).",
-    )
-    checkpoint_every_steps: int = Field(
-        default=200, ge=1, le=10_000_000,
-        description="Steps between checkpoints; a killed worker loses at most this many steps. 200 "
-        "steps cost a few seconds on CPU, a checkpoint well under a second.",
-    )
-    holdout_fraction: float = Field(
-        default=0.1, gt=0.0, lt=0.5,
-        description="Share of documents held out of training for the final FVU and explained variance.",
-    )
+    precision: Literal["auto", "fp32", "bf16"] = Field(default="auto", description="The training step's encoder matmul: "
+        "'bf16' under autocast (weights, decode, backward, Adam and codes stay fp32); 'auto': bf16 on a CPU with native "
+        "bf16 (AVX512-BF16, AMX), else fp32. The result records what ran.")
+    b_dec_init: Literal["mean", "geometric_median"] = Field(default="mean", description="Initial decoder bias b_d: "
+        "the data mean (sparsify's choice, cheap) or the geometric median (Gao et al.; robust to outlying documents, "
+        "on at most 10,000 samples).")
+    checkpoint_every_steps: int = Field(default=200, ge=1, le=10_000_000, description="Steps between checkpoints; a "
+        "killed worker loses at most this many steps. 200 steps cost a few seconds on CPU, a checkpoint under a second.")
+    holdout_fraction: float = Field(default=0.1, gt=0.0, lt=0.5, description="Share of documents held out of "
+                                    "training for the final FVU and explained variance.")
     train_on: Literal["auto", "documents", "segments", "segments_and_documents"] = Field(
         default="auto",
         description="Vectors the SAE is trained on: the document vectors, the segment (clause) "
@@ -357,10 +346,8 @@ class SaeTrainResult(BaseModel):
     seconds: float = Field(description="Wall time of training in this attempt.")
     samples_per_s: float = Field(description="Training samples per second in this attempt.")
     num_families: int
-    precision: Literal["fp32", "bf16"] | None = Field(
-        default=None, description="The encoder matmul's precision in this attempt's steps (SaeConfig.precision "
-        "resolved on the machine that trained); None for an imported SAE, or a result stored before it was recorded.",
-    )
+    precision: Literal["fp32", "bf16"] | None = Field(default=None, description="SaeConfig.precision as the "
+        "machine that trained resolved it; None for an imported SAE or an older result.")
 
 
 class EncodeRequest(BaseModel):
