@@ -54,7 +54,10 @@ async def segmented_run(client, auth) -> tuple[int, list[str]]:  # noqa: ANN001
                             json={"dataset_id": ds.json()["id"], "segments": True, "precision": "fp32"})
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
     assert emb["status"] == "succeeded", emb
-    resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL}, headers=auth)
+    # fp32 steps too: the same small SAE on every machine ('auto' trains in bf16 on a CPU with native bf16, another
+    # SAE, on whose codes this 100-note probe may rest on its intercept alone)
+    resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"],
+                                                       "config": {**SMALL, "precision": "fp32"}}, headers=auth)
     done = await wait_done(client, auth, f"/api/v1/sae-runs/{resp.json()[0]['id']}", timeout=240)
     assert done["status"] == "succeeded" and done["config"]["sae"]["document_codes"] == "max_over_segments", done
     return done["id"], [n.text for n in notes]
