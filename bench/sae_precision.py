@@ -7,7 +7,7 @@ with `SaeConfig.precision` "fp32" and "bf16" (the encoder's matmul under autocas
 (expansion 8, n = 3,072) and at bench/e2e.py's (expansion 32, n = 12,288), k = 32, batches of 256 rows. The two
 trainers of a size are stepped in alternating blocks in one process, so both see the same machine load; a block's
 milliseconds per step, median over the blocks. Quality is not read here: the held-out FVU and the probe's F1 of
-each precision are bench/studies/results/sae-precision-<lang>.json (bench/studies/sae_corpus.py) and e2e.json.
+each precision are bench/studies/results/sae-precision.json (bench/studies/sae_corpus.py) and e2e.json.
 
     nice -n 5 .venv/bin/python bench/sae_precision.py [--blocks 8] [--steps 25] [--threads 2]
 """
