@@ -95,9 +95,10 @@ def name_all(data: Path, limit: int | None) -> dict:
     features = naming_order(corpus)[:limit]
     records, recent = [], []
     ahead = 64 * getattr(runs, "PREPARE_BATCHES", 0)  # as the checkout's name_run prepares batches, if it does
+    groups = getattr(runs, "AHEAD_GROUPS", 1)  # groups prepared beyond the one named
     for i in range(0, len(features), 64):
-        if ahead and i % ahead == 0:  # this group (the first time) and the next one, as name_run does
-            for start in ([0] if i == 0 else []) + [i + ahead]:
+        if ahead and i % ahead == 0:  # this group and those ahead (the first time), the next one, as name_run does
+            for start in (list(range(0, groups * ahead, ahead)) if i == 0 else []) + [i + groups * ahead]:
                 asyncio.run(namer.prepare(features[start:start + ahead]))
         got = asyncio.run(namer.name_features(features[i:i + 64], [lab for lab in recent[-256:] if lab]))
         records += got

@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from artifacts import ArtifactStore
 from contracts.examples import ExamplesRequest, FeatureExamples
 from contracts.interpret import CorpusRef, InterpretRequest, InterpretResult
+from services.interpreter.backends.base import Backend
 from contracts.service_security import NO_DOCS, authorized
 from services.interpreter.backends import build_backend
 from services.interpreter.backends.base import BackendError
@@ -21,8 +22,18 @@ from services.interpreter.config import InterpreterSettings, get_settings
 from services.interpreter.corpus import Corpus, load_corpus
 from services.interpreter.embedder_client import EmbedderError, async_http_embedder
 from services.interpreter.examples import feature_examples
-from services.interpreter.naming import interpret_feature
+from services.interpreter.naming import Namer
 from services.interpreter.scoring import EmbedFn
+
+
+async def interpret_feature(request: InterpretRequest, corpus: Corpus, backend: Backend, *,
+                            embed_texts: EmbedFn | None, judge: Backend | None = None,
+                            term_index: TermIndex | None = None) -> InterpretResult:
+    """Re-interpret one feature now (the synchronous endpoint); controls come from the request."""
+    namer = Namer(corpus, [(request.backend, backend)], embed_texts, request.evidence, request.scoring,
+                  judge=judge, term_index=term_index)
+    (record,) = await namer.name_features([request.feature], request.control_labels)
+    return InterpretResult.model_validate(record.model_dump())
 
 
 class CorpusCache:

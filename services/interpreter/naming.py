@@ -1,8 +1,8 @@
 """Naming features: evidence → back-ends → candidate labels → scores → best-of-n.
 
 `Namer.name_features` names a batch of features with every configured back-end; `name_run`
-(runs.py) drives it over a whole SAE run with checkpoints; `interpret_feature` re-interprets
-one feature for the synchronous endpoint; `name_families` names families from their members.
+(runs.py) drives it over a whole SAE run with checkpoints, `Namer.prepare` drawing the groups ahead (in a
+child process: ahead.py); app.py's `interpret_feature` re-interprets one feature for the synchronous endpoint.
 """
 
 from __future__ import annotations
@@ -13,22 +13,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contracts.interpret import (Alternative, BackendOptions, EvidenceConfig, FamilyLabel, FeatureInterpretations,
-                                 Interpretation, InterpretRequest, InterpretResult, ScoringConfig)
-from contracts.sae import FeatureFamily
-from services.interpreter.backends.base import (Backend, BackendError, BackendOutputError, FamilyNamer, FamilyRequest,
-                                                NamingRequest, copies_input, with_retries)
+from contracts.interpret import (Alternative, BackendOptions, EvidenceConfig, FeatureInterpretations,
+                                 Interpretation, ScoringConfig)
+from services.interpreter.backends.base import (Backend, BackendError, BackendOutputError, NamingRequest, copies_input)
 from services.interpreter.backends.keywords import LABEL_WORDS, KeywordsBackend, TermIndex, label_words
 from services.interpreter.corpus import Corpus
 from services.interpreter.corpus_order import LANGUAGES, corpus_language, naming_order  # noqa: F401  (runs.py reads it here)
 from services.interpreter.calibration import curve_points, curve_threshold, holds_on
-from services.interpreter.evidence import EvidenceSet, FeatureTooRare, anchors_of, feature_rng, sample_evidence
+from services.interpreter.evidence import EvidenceSet, FeatureTooRare, anchors_of, sample_evidence
+from services.interpreter import neighbours as neighbours_module
+from services.interpreter.ahead import Ahead, can_fork
 from services.interpreter.neighbours import Neighbours
 from services.interpreter.excerpts import ONE_BLAS_THREAD, DrivingChunks
 from services.interpreter.label_vectors import LabelVectors
 from services.interpreter.near_misses import NearMisses
 from services.interpreter.thresholds import StemIndex, precision_curves
-from services.interpreter.selection import alternative_reliable, first_per_backend, greedy_terms, lower, names_first, with_alternatives
+from services.interpreter.selection import alternative_reliable, choose_controls, first_per_backend, greedy_terms, lower, names_first, with_alternatives
 from services.interpreter.scoring import (EmbedFn, auroc_columns, best_index, detection_score, embedding_scores,
                                          finalise)
 
@@ -78,6 +78,9 @@ class Namer:
     the cost of naming, so the back-end's first (plainest) ones and the best compositions go first."""
     language: str | None = None
     """'en' or 'it', the language names are asked in; None: the corpus's (`corpus_language` of 200 documents)."""
+    ahead_process: bool = field(default_factory=can_fork)
+    """`prepare`'s groups drawn (evidence, keywords candidates) in a child process while this one names the group
+    before (ahead.py), when every back-end is a keywords one; default: where a child can be forked on two cores."""
 
     def __post_init__(self) -> None:
         if self.term_index is None:
@@ -96,6 +99,13 @@ class Namer:
         self.stems = StemIndex(self.corpus, self.language)
         self.labels = LabelVectors(self.embed_texts) if self.embed_texts is not None else None
         self._ready: dict[int, _Pending] = {}  # prepared: evidence drawn, named by the back-ends
+        self._ahead_groups: Ahead | None = None  # groups drawn ahead by a child process (made at the first prepare)
+
+    def close(self) -> None:
+        """Stop the child process drawing ahead, if there is one (a Namer left open stops it when collected)."""
+        if self._ahead_groups is not None:
+            self._ahead_groups.close()
+            self._ahead_groups = None
 
     @property
     def embedded(self) -> int:
@@ -119,9 +129,41 @@ class Namer:
             return await self._name_features(pending, control_pool)
 
     async def prepare(self, features: Sequence[int]) -> None:
-        """Draw the evidence of `features` (the next batches to name) and name them by every back-end now, and
-        start embedding every candidate `_select` will compare, in one call on a thread (label_vectors.py)."""
-        ready = await self._candidates([f for f in features if f not in self._ready])
+        """Draw the evidence of `features` (the next batches to name) and name them by every back-end, and start
+        embedding every candidate `_select` will compare, in one call on a thread (label_vectors.py). With a child
+        process (`ahead_process`), they are added to the groups it draws (ahead.py), and taken back when drawn."""
+        ahead = self._ahead()
+        new = [f for f in dict.fromkeys(features) if f not in self._ready and not (ahead and ahead.holds(f))]
+        if not new:
+            return
+        if ahead is None:
+            await self._ready_up(await self._draw(new))
+            return
+        ahead.add(new)
+        await self._collect()
+
+    def _ahead(self) -> Ahead | None:
+        """The groups drawn ahead by a child process, forked at the first call (None: in this process)."""
+        if self._ahead_groups is None and self.ahead_process and all(isinstance(b, KeywordsBackend)
+                                                                     for _, b in self.backends):
+            self._ahead_groups = Ahead(self._draw, self._in_child)
+        return self._ahead_groups
+
+    def _in_child(self) -> None:
+        """The child's own state: a semaphore of its event loop, the anchors' neighbours found on its thread."""
+        self._gate = asyncio.Semaphore(self.concurrency)
+        neighbours_module.PREFETCH_THREADS = 1
+
+    async def _collect(self, needed: Sequence[int] = ()) -> None:
+        """The groups drawn ahead taken back (ahead.py `Ahead.collect`), made ready."""
+        if self._ahead_groups is not None:
+            for drawn in await self._ahead_groups.collect(needed):
+                await self._ready_up(drawn)
+
+    async def _ready_up(self, drawn: list[_Pending]) -> None:
+        """Drawn features completed (compositions) and kept for `name_features`; their candidates' embedding
+        started."""
+        ready = await self._composed(drawn)
         self._ready.update((p.record.feature, p) for p in ready)
         if self.scoring.embedding and self.labels is not None:
             self.labels.start([i.label for p in ready if self._selectable(p)
@@ -130,15 +172,26 @@ class Namer:
     async def _candidates(self, features: Sequence[int]) -> list[_Pending]:
         """Each feature's evidence and candidates (with the compositions the embedding scorer adds), the
         `prepare`d ones taken as they are."""
-        new = [f for f in features if f not in self._ready]
-        self.neighbours.prefetch(a for f in new for a in anchors_of(self.corpus, f, self.evidence).tolist())
+        await self._collect(features)
+        new = [f for f in dict.fromkeys(features) if f not in self._ready]
+        drawn = {p.record.feature: p for p in await self._composed(await self._draw(new))}
+        return [drawn[f] if f in drawn else self._ready.pop(f) for f in features]
+
+    async def _draw(self, features: Sequence[int]) -> list[_Pending]:
+        """Each feature's evidence and every back-end's candidates (no compositions: they need label vectors)."""
+        self.neighbours.prefetch(a for f in features for a in anchors_of(self.corpus, f, self.evidence).tolist())
         with ONE_BLAS_THREAD:
-            pending = {p.record.feature: p for p in map(self._evidence, new)}
-            await asyncio.gather(*(self._name(p, opts, be) for p in pending.values() if p.evidence
+            pending = list(map(self._evidence, features))
+            await asyncio.gather(*(self._name(p, opts, be) for p in pending if p.evidence
                                    for opts, be in self.backends))
-            if self.scoring.embedding and self.embed_texts is not None:
-                await self._compose([p for p in pending.values() if self._selectable(p)])
-        return [pending[f] if f in pending else self._ready.pop(f) for f in features]
+        return pending
+
+    async def _composed(self, pending: list[_Pending]) -> list[_Pending]:
+        """`pending`, the compositions of the embedding scorer added to the candidates of those selectable."""
+        if self.scoring.embedding and self.embed_texts is not None:
+            with ONE_BLAS_THREAD:
+                await self._compose([p for p in pending if self._selectable(p)])
+        return pending
 
     @staticmethod
     def _selectable(p: _Pending) -> bool:
@@ -149,7 +202,8 @@ class Namer:
     async def _name_features(self, pending: list[_Pending],
                              control_pool: Sequence[str]) -> list[FeatureInterpretations]:
         await self._select(pending)
-        self._choose_controls(pending, control_pool)
+        if self.scoring.control:
+            choose_controls(pending, control_pool, self.evidence.seed + 1)
         await self._score_embedding(pending)
         if self.scoring.detection and self.judge is not None:
             await asyncio.gather(*(self._score_detection(p) for p in pending if p.record.interpretations))
@@ -274,20 +328,6 @@ class Namer:
                             "label": label, "copies_input": False, "description": f"{template.description or ''} Terms chosen for how "
                             "well they tell its documents from similar ones.".strip()}))
 
-    def _choose_controls(self, pending: list[_Pending], pool: Sequence[str]) -> None:
-        """Each feature's control: the first label of another feature (this batch or `pool`)."""
-        if not self.scoring.control:
-            return
-        labels = [(p.record.feature, p.record.interpretations[0].label) for p in pending
-                  if p.record.interpretations]
-        candidates = [*labels, *((-1, lab) for lab in pool)]
-        for p in pending:
-            own = {i.label for i in p.record.interpretations}
-            others = [lab for f, lab in candidates if f != p.record.feature and lab not in own]
-            if others and p.record.interpretations:
-                rng = feature_rng(self.evidence.seed + 1, p.record.feature)
-                p.control = others[int(rng.integers(len(others)))]
-
     async def _score_embedding(self, pending: list[_Pending]) -> None:
         if not self.scoring.embedding or self.embed_texts is None:
             return
@@ -358,33 +398,3 @@ class Namer:
                     interp.control_detection = control
         except BackendError as exc:
             p.record.errors.append(f"detection: {type(exc).__name__}: {exc}"[:300])
-
-
-async def interpret_feature(request: InterpretRequest, corpus: Corpus, backend: Backend, *,
-                            embed_texts: EmbedFn | None, judge: Backend | None = None,
-                            term_index: TermIndex | None = None) -> InterpretResult:
-    """Re-interpret one feature now (the synchronous endpoint); controls come from the request."""
-    namer = Namer(corpus, [(request.backend, backend)], embed_texts, request.evidence, request.scoring,
-                  judge=judge, term_index=term_index)
-    (record,) = await namer.name_features([request.feature], request.control_labels)
-    return InterpretResult.model_validate(record.model_dump())
-
-
-async def name_families(families: Sequence[FeatureFamily], labels: dict[int, str], namer: FamilyNamer, *,
-                        backend: Backend, retries: int = 2) -> list[FamilyLabel]:
-    """A label per family from its parent's and children's labels; unnamed members are left out,
-    and a family whose parent has no label gets none."""
-    out: list[FamilyLabel] = []
-    for fam in families:
-        if fam.parent not in labels:
-            continue
-        request = FamilyRequest(labels[fam.parent], [labels[c] for c in fam.children if c in labels])
-        try:
-            result = await with_retries(lambda _i, r=request: namer.name_family(r), retries=retries, backoff_s=0.5)
-        except BackendError:
-            continue
-        cand = result.candidates[0]
-        out.append(FamilyLabel(iteration=fam.iteration, parent=fam.parent, children=fam.children,
-                               label=cand.label, description=cand.description, backend=backend.name,
-                               model=result.model))
-    return out

@@ -26,7 +26,8 @@ from services.interpreter.backends.base import Backend, FamilyNamer
 from services.interpreter.backends.keywords import KeywordsBackend
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.corpus import Corpus, load_corpus
-from services.interpreter.naming import Namer, name_families, naming_order
+from services.interpreter.families import name_families
+from services.interpreter.naming import Namer, naming_order
 from services.interpreter.phrases import PhraseBackend
 from services.interpreter.scoring import EmbedFn
 
@@ -58,6 +59,9 @@ PREPARE_BATCHES = 8
 """Batches whose evidence and candidates are drawn together ahead of naming them (Namer.prepare), their
 candidates embedded in one call on a thread while the group before is named: a group is prepared while the
 one before it is named (keywords back-ends only)."""
+AHEAD_GROUPS = 2
+"""Groups prepared beyond the one being named: with a child process drawing them (Namer.ahead_process), it starts
+the second one while the parent takes the first back, instead of waiting for the next batch to be asked."""
 POOL = 256
 """Best labels of the latest features named that a batch draws its random-label controls from."""
 
@@ -127,32 +131,35 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     # a language model names a feature in seconds: a group of its features prepared at once would hold back
     # the run's progress and its cancelling for minutes, so only the keywords back-ends' batches are prepared
     prepared = 0 if all(isinstance(b, KeywordsBackend) for _, b in named_by) else len(batches)
-    for index, batch in enumerate(batches):
-        key = shard_key(prefix, index)
-        if store.exists(key):
-            found, info = read_shard(store, key)
-            resumed += 1
-        else:
-            if should_stop is not None and should_stop():
-                raise InterpretRunStopped(f"run {payload.run_id} stopped before batch {index}")
-            while prepared < min(index + 2 * PREPARE_BATCHES, len(batches)):  # this group and the next one
-                group = range(prepared, min(prepared + PREPARE_BATCHES, len(batches)))
-                await namer.prepare([f for i in group if not store.exists(shard_key(prefix, i)) for f in batches[i]])
-                prepared = group.stop
-            found = await namer.name_features(batch, tally.pool())
-            data = "".join(r.model_dump_json() + "\n" for r in found).encode()
-            info = store.write_bytes(key, data, kind="interpretations")
-            named_now += len(batch)
-            trim_heap()  # a batch's temporaries ([64, N] similarities, label vectors) stay in glibc's arenas otherwise
-        shards.append(info)
-        tally.add(found)
-        if on_progress is not None:
-            elapsed = time.perf_counter() - started
-            rate = named_now / elapsed if named_now and elapsed > 0 else None
-            done = sum(len(b) for b in batches[: index + 1])
-            on_progress(Progress(done=done, total=len(features), unit="features", rate=rate,
-                                 eta_seconds=(len(features) - done) / rate if rate else None,
-                                 message=f"batch {index + 1}/{len(batches)}"))
+    try:
+        for index, batch in enumerate(batches):
+            key = shard_key(prefix, index)
+            if store.exists(key):
+                found, info = read_shard(store, key)
+                resumed += 1
+            else:
+                if should_stop is not None and should_stop():
+                    raise InterpretRunStopped(f"run {payload.run_id} stopped before batch {index}")
+                while prepared < min(index + (1 + AHEAD_GROUPS) * PREPARE_BATCHES, len(batches)):  # this one, those ahead
+                    group = range(prepared, min(prepared + PREPARE_BATCHES, len(batches)))
+                    await namer.prepare([f for i in group if not store.exists(shard_key(prefix, i)) for f in batches[i]])
+                    prepared = group.stop
+                found = await namer.name_features(batch, tally.pool())
+                data = "".join(r.model_dump_json() + "\n" for r in found).encode()
+                info = store.write_bytes(key, data, kind="interpretations")
+                named_now += len(batch)
+                trim_heap()  # a batch's temporaries ([64, N] similarities, label vectors) stay in glibc's arenas otherwise
+            shards.append(info)
+            tally.add(found)
+            if on_progress is not None:
+                elapsed = time.perf_counter() - started
+                rate = named_now / elapsed if named_now and elapsed > 0 else None
+                done = sum(len(b) for b in batches[: index + 1])
+                on_progress(Progress(done=done, total=len(features), unit="features", rate=rate,
+                                     eta_seconds=(len(features) - done) / rate if rate else None,
+                                     message=f"batch {index + 1}/{len(batches)}"))
+    finally:
+        namer.close()  # the child drawing groups ahead, if any
     families = None
     if payload.families:
         namer_backend = built[0]

@@ -10,9 +10,13 @@ MiniLM), so the composed lists are candidates, embedded and compared exactly aft
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from contracts.interpret import Alternative, Interpretation, ScoringConfig
+from services.interpreter.evidence import feature_rng
 from services.interpreter.scoring import auroc_columns
 
 
@@ -90,3 +94,15 @@ def first_per_backend(interps: list[Interpretation], keep: int) -> list[Interpre
         if count[interp.backend] <= keep:
             out.append(interp)
     return out
+
+
+def choose_controls(pending: Sequence[Any], pool: Sequence[str], seed: int) -> None:
+    """Each feature's control (`p.control` of each Namer `_Pending`): the first label of another feature of this
+    batch or of `pool`, drawn by the feature's own generator (evidence.feature_rng(seed, feature))."""
+    labels = [(p.record.feature, p.record.interpretations[0].label) for p in pending if p.record.interpretations]
+    candidates = [*labels, *((-1, lab) for lab in pool)]
+    for p in pending:
+        own = {i.label for i in p.record.interpretations}
+        others = [lab for f, lab in candidates if f != p.record.feature and lab not in own]
+        if others and p.record.interpretations:
+            p.control = others[int(feature_rng(seed, p.record.feature).integers(len(others)))]

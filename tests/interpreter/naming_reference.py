@@ -28,6 +28,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from contracts.interpret import BackendOptions
+from services.interpreter import ahead as ahead_module
 from services.interpreter.corpus import Corpus
 from services.interpreter.naming import Namer, naming_order
 from services.interpreter.phrases import PhraseBackend
@@ -71,12 +72,14 @@ def reference_corpus() -> Corpus:
     return Corpus(pa.array(texts, type=pa.string()), np.arange(len(texts), dtype=np.int64), vectors, codes.tocsc())
 
 
-def name_reference(ahead: int = 0) -> list:
+def name_reference(ahead: int = 0, child: bool = False) -> list:
     """Every feature of the reference corpus named in naming order, BATCH at a time, controls from the
     labels before (as runs.py does), as JSON; with `ahead`, groups of `ahead` batches prepared (Namer.prepare)
-    one group ahead, as runs.py prepares them."""
+    one group ahead, as runs.py prepares them, drawn by a child process with `child` (naming.py ahead_process)."""
     corpus = reference_corpus()
-    namer = Namer(corpus, [(BackendOptions(backend="keywords"), PhraseBackend())], hashed_bag)
+    if child:  # chunks of half a batch: the child draws a group's first chunks, this process its last ones
+        ahead_module.CHUNK = BATCH // 2
+    namer = Namer(corpus, [(BackendOptions(backend="keywords"), PhraseBackend())], hashed_bag, ahead_process=child)
     records: list = []
     features = naming_order(corpus)
     group = BATCH * ahead
@@ -86,6 +89,7 @@ def name_reference(ahead: int = 0) -> list:
                 asyncio.run(namer.prepare(features[start:start + group]))
         pool = [r.interpretations[r.best].label for r in records[-256:] if r.best is not None]
         records += asyncio.run(namer.name_features(features[i:i + BATCH], pool))
+    namer.close()
     return [without_times(r.model_dump(mode="json")) for r in records]
 
 
@@ -98,10 +102,11 @@ def without_times(value: object) -> object:
     return value
 
 
-def name_pinned(ahead: int = 0) -> list:
-    """`name_reference(ahead)` as a process with PINNED arithmetic names it (numpy and OpenBLAS read these
+def name_pinned(ahead: int = 0, child: bool = False) -> list:
+    """`name_reference(ahead, child)` as a process with PINNED arithmetic names it (numpy and OpenBLAS read these
     variables when loaded, so not in this process)."""
-    done = subprocess.run([sys.executable, "-m", "tests.interpreter.naming_reference", "--print", str(ahead)],
+    done = subprocess.run([sys.executable, "-m", "tests.interpreter.naming_reference", "--print", str(ahead),
+                           str(int(child))],
                           cwd=ROOT, env={**os.environ, **PINNED}, capture_output=True, text=True, timeout=600)
     if done.returncode:
         raise RuntimeError(f"naming the reference corpus failed:\n{done.stderr[-4000:]}")
@@ -113,7 +118,7 @@ if __name__ == "__main__":
         os.execve(sys.executable, [sys.executable, "-m", "tests.interpreter.naming_reference", *sys.argv[1:]],
                   {**os.environ, **PINNED})
     if sys.argv[1:2] == ["--print"]:
-        print(json.dumps(name_reference(int(sys.argv[2]))))
+        print(json.dumps(name_reference(int(sys.argv[2]), sys.argv[3:4] == ["1"])))
     else:
         if not SEGMENTS.exists():
             write_segments()

@@ -29,11 +29,12 @@ def differences(got: object, want: object, path: str = "") -> list[str]:
     return [] if got == want else [f"{path}: {got!r} != {want!r}"]
 
 
-@pytest.mark.parametrize("ahead", [0, 2])
-def test_the_reference_corpus_is_named_as_before(ahead):
-    """Batch by batch, and with groups of two batches prepared (evidence, candidates, their vectors) ahead."""
+@pytest.mark.parametrize(("ahead", "child"), [(0, False), (2, False), (2, True)])
+def test_the_reference_corpus_is_named_as_before(ahead, child):
+    """Batch by batch, and with groups of two batches prepared (evidence, candidates, their vectors) ahead, drawn
+    in this process or by a child process (services/interpreter/ahead.py) and this one."""
     want = json.loads(EXPECTED.read_text())
-    got = name_pinned(ahead)
+    got = name_pinned(ahead, child)
     assert [r["feature"] for r in got] == [r["feature"] for r in want]
     found = differences(got, want)
     assert not found, "\n".join(found[:20])
