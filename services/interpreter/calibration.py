@@ -77,10 +77,22 @@ def holds_on(curve: Curve, threshold: float | None, activations: np.ndarray) -> 
     return int(round(float(curve.precision[at[0]]) * int(np.count_nonzero(np.asarray(activations) >= threshold))))
 
 
+def even_ranks(n: int, m: int) -> np.ndarray:
+    """The distinct int ranks of m points evenly spaced over 0 .. n-1, ascending: np.unique of
+    np.linspace(0, n - 1, m).astype(int), without unique's sort (the points are ascending already)."""
+    ranks = np.linspace(0, n - 1, m).astype(int)
+    if len(ranks) < 2:
+        return ranks
+    keep = np.empty(len(ranks), bool)
+    keep[0] = True
+    np.not_equal(ranks[1:], ranks[:-1], out=keep[1:])
+    return ranks[keep]
+
+
 def curve_points(curve: Curve, points: int = CURVE_POINTS) -> list[tuple[float, float, int]]:
     """At most `points` (t, precision, above) of the curve, evenly spaced by rank, t descending, rounded."""
     if not len(curve.thresholds):
         return []
-    pick = np.unique(np.linspace(0, len(curve.thresholds) - 1, min(points, len(curve.thresholds))).astype(int))
+    pick = even_ranks(len(curve.thresholds), min(points, len(curve.thresholds)))
     return [(round(float(curve.thresholds[i]), 4), round(float(curve.precision[i]), 4), int(curve.above[i]))
             for i in pick]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contracts.interpret import EvidenceConfig, EvidenceIds
+from services.interpreter.calibration import even_ranks
 from services.interpreter.corpus import Corpus
 from services.interpreter.neighbours import Neighbours
 
@@ -240,7 +241,7 @@ def sample_evidence(corpus: Corpus, feature: int, cfg: EvidenceConfig, *, pool: 
     sel_hard = [*hard_shown.tolist(), *np.setdiff1d(nearest[len(hard):], rand_hold, assume_unique=True).tolist()]
     near = set(nearest.tolist())
     sel_random = [x for x in [*rand_shown.tolist(), *extra.tolist()] if x not in near][: len(sel_hard)]
-    ranks = np.unique(np.linspace(0, len(order) - 1, min(cfg.selection_activating, len(order))).astype(int))
+    ranks = even_ranks(len(order), min(cfg.selection_activating, len(order)))
     return EvidenceSet(
         feature=feature, n_activating=len(active), activating=rest[shown].tolist(),
         activations=rest_acts[shown].astype(float).tolist(), random_negatives=rand_shown.tolist(),

@@ -8,7 +8,7 @@ import pytest
 
 from services.interpreter.backends.base import NamingRequest
 from services.interpreter.backends.keywords import TermIndex
-from services.interpreter.calibration import calibrated_threshold, curve_points, curve_threshold, holds_on, precision_curve
+from services.interpreter.calibration import calibrated_threshold, curve_points, even_ranks, curve_threshold, holds_on, precision_curve
 from services.interpreter.phrases import (Contrast, PhraseBackend, covering_phrases, distinct_phrases, is_phrase, name_holds,
                                          phrase_ranking)
 
@@ -286,3 +286,11 @@ def test_each_thread_stems_with_its_own_stemmer():
         there = pool.submit(phrases._stemmer, "it").result()
     assert there is not None and there is not here
     assert there.stemWord("sospetta") == here.stemWord("sospetta") == "sospett"  # type: ignore[attr-defined]
+
+
+def test_even_ranks_are_the_distinct_ranks_of_evenly_spaced_points():
+    """What np.unique(np.linspace(0, n - 1, m).astype(int)) gives, where points crowd (m > n) and where not."""
+    for n, m in [(0, 0), (1, 1), (2, 5), (7, 7), (10, 3), (100, 16), (257, 50), (5, 1)]:
+        want = np.unique(np.linspace(0, n - 1, m).astype(int))
+        got = even_ranks(n, m)
+        assert got.tolist() == want.tolist() and got.dtype == want.dtype
