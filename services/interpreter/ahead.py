@@ -7,9 +7,9 @@ critical path: about 13 of the demo's 15 s, while the label thread worked 6 (ben
 `Namer.prepare` hands the groups ahead to one child process, forked from the Namer once its indexes are built (the
 corpus, codes, term and stem indexes are shared copy-on-write, not copied), and the parent scores the group before
 while the child draws the next ones (`Ahead`). A group goes to the child a CHUNK of features at a time, IN_FLIGHT
-chunks at once; when the parent needs a group the child has not finished, it draws that group's last chunks not
-sent yet itself while the child draws the first ones, so that neither process waits for the other while there is
-work left. What the child returns is what the parent would have drawn (the draws depend only on the seed and the
+chunks at once; when the parent needs a group the child has not finished, or waits for its labels' vectors, it draws
+the oldest group's last chunks not sent yet itself while the child draws the first ones, so that neither process
+waits for the other while there is work left. What the child returns is what the parent would have drawn (the draws depend only on the seed and the
 feature), so the names are those of naming in one process.
 
 Only keywords back-ends run there: a language model's client, its connections and its threads stay in the parent.
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-CHUNK = 128
-"""Features the child is sent at a time (two batches): the parent may draw a group's last chunks not sent."""
+CHUNK = 64
+"""Features the child is sent at a time (a batch): the parent may draw a group's last chunks not sent."""
 IN_FLIGHT = 3
 """Chunks sent to the child and not taken back: the next ones wait in the pipe while it draws one."""
 
@@ -192,11 +192,7 @@ class Ahead:
             if all(g.complete for k, g in self._groups.items() if k <= last):
                 break
             if self._queue and self._queue[0][0] <= last:  # the oldest needed group's last chunk not sent: here
-                group = self._queue[0][0]
-                at = max(i for i, (g, _, _) in enumerate(self._queue) if g == group)
-                _, k, chunk = self._queue[at]
-                del self._queue[at]
-                self._groups[group].parts[k] = await self._draw(chunk)
+                await self._draw_here(self._queue[0][0])
             else:
                 self._take()
         out = []
@@ -206,6 +202,24 @@ class Ahead:
         for f in [f for f, g in self._of.items() if g not in self._groups]:
             del self._of[f]
         return out
+
+    async def help(self) -> bool:
+        """Draw here the last chunk not sent of the oldest group with one (while this process would wait for
+        something else); False when there is none."""
+        while self._worker.ready():
+            self._take()
+        self._pump()
+        if not self._queue:
+            return False
+        await self._draw_here(self._queue[0][0])
+        return True
+
+    async def _draw_here(self, group: int) -> None:
+        """The last chunk not sent of `group` (which has one), drawn in this process."""
+        at = max(i for i, (g, _, _) in enumerate(self._queue) if g == group)
+        _, k, chunk = self._queue[at]
+        del self._queue[at]
+        self._groups[group].parts[k] = await self._draw(chunk)
 
     def _take(self) -> None:
         group, k = self._sent.popleft()

@@ -50,6 +50,11 @@ class LabelVectors:
         if new:
             self._inflight.append((new, _embedding_thread().submit(self.embed_texts, new)))
 
+    def ready(self, texts: Sequence[str]) -> bool:
+        """`get(texts)` would not wait for a call in flight."""
+        needed = set(texts)
+        return all(future.done() for new, future in self._inflight if not needed.isdisjoint(new))
+
     async def get(self, texts: Sequence[str], cap: int) -> dict[str, np.ndarray]:
         """Vectors of `texts`: the calls in flight that hold any of them awaited (and those started before), the
         rest embedded now in one call. When more than `cap` would be kept, the cache starts again from this

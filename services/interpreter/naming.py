@@ -103,9 +103,9 @@ class Namer:
 
     def close(self) -> None:
         """Stop the child process drawing ahead, if there is one (a Namer left open stops it when collected)."""
-        if self._ahead_groups is not None:
-            self._ahead_groups.close()
-            self._ahead_groups = None
+        ahead, self._ahead_groups = self._ahead_groups, None
+        if ahead is not None:
+            ahead.close()
 
     @property
     def embedded(self) -> int:
@@ -113,8 +113,10 @@ class Namer:
         return self.labels.embedded if self.labels is not None else 0
 
     async def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors of `texts` (label_vectors.py), at most EMBED_CACHE kept."""
+        """Vectors of `texts` (label_vectors.py), at most EMBED_CACHE kept; groups ahead drawn while they are embedded."""
         assert self.labels is not None
+        while self._ahead_groups is not None and not self.labels.ready(texts) and await self._ahead_groups.help():
+            pass
         return await self.labels.get(texts, EMBED_CACHE)
 
     # -- one batch --------------------------------------------------------------------------
@@ -129,9 +131,8 @@ class Namer:
             return await self._name_features(pending, control_pool)
 
     async def prepare(self, features: Sequence[int]) -> None:
-        """Draw the evidence of `features` (the next batches to name) and name them by every back-end, and start
-        embedding every candidate `_select` will compare, in one call on a thread (label_vectors.py). With a child
-        process (`ahead_process`), they are added to the groups it draws (ahead.py), and taken back when drawn."""
+        """Draw the evidence of `features` (the next batches) and name them by every back-end, and start embedding the
+        candidates `_select` compares, in one call on a thread; with `ahead_process`, by the groups drawn ahead."""
         ahead = self._ahead()
         new = [f for f in dict.fromkeys(features) if f not in self._ready and not (ahead and ahead.holds(f))]
         if not new:
@@ -149,8 +150,7 @@ class Namer:
             self._ahead_groups = Ahead(self._draw, self._in_child)
         return self._ahead_groups
 
-    def _in_child(self) -> None:
-        """The child's own state: a semaphore of its event loop, the anchors' neighbours found on its thread."""
+    def _in_child(self) -> None:  # the child's own: a semaphore of its event loop, neighbours found on its thread
         self._gate = asyncio.Semaphore(self.concurrency)
         neighbours_module.PREFETCH_THREADS = 1
 

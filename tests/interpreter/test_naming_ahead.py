@@ -80,3 +80,27 @@ def test_close_stops_the_child():
     assert process.is_alive()
     ahead.close()
     assert not process.is_alive() and process.exitcode is not None
+
+
+async def slower_draw(features: list[int]) -> list[tuple[int, int]]:
+    if os.getpid() != PARENT:
+        time.sleep(1.0)
+    return [(f, os.getpid()) for f in features]
+
+
+def test_help_draws_here_the_oldest_groups_last_chunk_not_sent(monkeypatch):
+    """What a naming run does while it waits for its labels' vectors."""
+    monkeypatch.setattr(ahead_module, "CHUNK", 2)
+    monkeypatch.setattr(ahead_module, "IN_FLIGHT", 1)
+    ahead = Ahead(slower_draw, lambda: None)
+    try:
+        ahead.add([1, 2, 3, 4, 5, 6])  # chunks [1, 2] (sent), [3, 4], [5, 6]
+        helped = 0
+        while asyncio.run(ahead.help()):  # [5, 6] here, then [3, 4] here unless the child has had it sent meanwhile
+            helped += 1
+        assert 1 <= helped <= 2
+        (group,) = asyncio.run(ahead.collect([1]))
+        assert [f for f, _ in group] == [1, 2, 3, 4, 5, 6]
+        assert dict(group)[5] == dict(group)[6] == PARENT and dict(group)[1] != PARENT
+    finally:
+        ahead.close()
