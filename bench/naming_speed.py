@@ -185,6 +185,12 @@ def main() -> None:
                   flush=True)
     from classify import machine  # bench/classify.py: the CPU's name as every bench reports it
 
+    from services.cpu import cpu_flags, cpuinfo
+
+    def cpu_family_model() -> str:
+        info = cpuinfo()
+        return f"family {info.get('cpu family', '?')}, model {info.get('model', '?')}"
+
     best = {s: max(x["features_per_min"] for x in runs[s]) for s in runs}
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {
@@ -195,7 +201,9 @@ def main() -> None:
         "features_per_min_before": best["before"], "features_per_min_now": best["now"],
         "ratio_features_per_min": round(best["now"] / best["before"], 2),
         "names": compare(runs["before"][-1]["names"], runs["now"][-1]["names"]),
-        "machine": {"cpu": machine()["cpu"], "cpus": os.cpu_count(), "python": platform.python_version(),
+        "machine": {"cpu": machine()["cpu"], "cpu_family_model": cpu_family_model(), "native_bf16": machine()["native_bf16"],
+                    "amx": "amx_bf16" in cpu_flags(), "date": machine()["date"], "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
                     "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()]},
     }
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
