@@ -17,6 +17,7 @@ from services.interpreter.naming import corpus_language, naming_order
 from services.interpreter.runs import InterpretRunStopped, name_run, read_shard, shard_key
 
 from tests.interpreter.conftest import TOPICS, topic_embed  # noqa: E402
+from tests.interpreter.naming_reference import without_times
 
 
 def payload(ref, prefix: str, **kw) -> InterpretRunPayload:
@@ -92,6 +93,36 @@ async def test_stopped_run_resumes_with_identical_results(synthetic):
         assert strip(a) == strip(b)
     again = await name_run(payload(ref, "interp/resumed"), store, settings=InterpreterSettings(), embed_texts=None)
     assert again == resumed  # result.json: a finished run is not redone
+
+
+@pytest.mark.anyio
+async def test_a_child_process_drawing_ahead_names_as_one_process_and_is_stopped(synthetic, monkeypatch):
+    """PRISMA_INTERPRETER_AHEAD_PROCESS: with it (where a child can be forked), a child draws the groups ahead and
+    is stopped when the run ends; without it none is made; the shards are the same."""
+    from services.interpreter import ahead as ahead_module, naming as naming_module, runs as runs_module
+
+    if not ahead_module.can_fork():
+        pytest.skip("needs fork and two cores")
+    made: list = []
+
+    class Watched(ahead_module.Ahead):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self._worker._process)
+
+    monkeypatch.setattr(naming_module, "Ahead", Watched)
+    monkeypatch.setattr(runs_module, "PREPARE_BATCHES", 2)  # groups of two batches of 3: several groups ahead
+    store, ref = synthetic
+    await name_run(payload(ref, "interp/child"), store, settings=InterpreterSettings(ahead_process=True),
+                   embed_texts=topic_embed)
+    assert len(made) == 1 and not made[0].is_alive()  # one child, stopped with the run
+    await name_run(payload(ref, "interp/alone"), store, settings=InterpreterSettings(ahead_process=False),
+                   embed_texts=topic_embed)
+    assert len(made) == 1
+    strip = lambda rs: [without_times(r.model_dump(mode="json")) for r in rs]  # noqa: E731
+    for s in range(3):
+        assert strip(read_shard(store, shard_key("interp/child", s))[0]) == strip(
+            read_shard(store, shard_key("interp/alone", s))[0])
 
 
 @pytest.mark.anyio
