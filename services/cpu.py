@@ -1,11 +1,19 @@
-"""What the CPU can do, read once from /proc/cpuinfo: shared by the embedder (its precision) and the SAE
-trainer (its encoder's matmul)."""
+"""What the CPU can do, read once from /proc/cpuinfo: shared by the embedder (its precision and threads), the SAE
+trainer (its encoder's matmul) and naming (its threads and child process)."""
 
 from __future__ import annotations
 
 import os
 from functools import lru_cache
 from pathlib import Path
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (cgroup/affinity aware where the OS tells)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def cpu_has_native_bf16() -> bool:

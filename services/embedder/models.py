@@ -21,7 +21,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from services.cpu import cpu_flags as _cpu_flags
-from services.cpu import cpu_has_native_bf16
+from services.cpu import cpu_has_native_bf16, usable_cpus
 from services.cpu import cpuinfo as _cpuinfo
 from services.embedder import ct2
 from services.embedder.errors import EmbedderInputError
@@ -307,11 +307,8 @@ class ModelCache:
 
 
 def default_threads() -> int:
-    """The CPUs this process may run on (cgroup/affinity aware where the OS tells)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    """The CPUs this process may run on (services/cpu.py `usable_cpus`)."""
+    return usable_cpus()
 
 
 def convert_shipped_models() -> list[Path]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import os
 import pickle
 import queue
 import signal
@@ -34,21 +33,18 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from services.cpu import usable_cpus
+
 CHUNK = 64
 """Features the child is sent at a time (a batch): the parent may draw a group's last chunks not sent."""
 IN_FLIGHT = 3
 """Chunks sent to the child and not taken back: the next ones wait in the pipe while it draws one."""
 
 
-def usable_cores() -> int:
-    """Cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def can_fork() -> bool:
     """A child may be forked here: POSIX fork, two cores or more, and not inside a daemonic process (which may
     have no children)."""
-    return ("fork" in multiprocessing.get_all_start_methods() and usable_cores() >= 2
+    return ("fork" in multiprocessing.get_all_start_methods() and usable_cpus() >= 2
             and not multiprocessing.current_process().daemon)
 
 
@@ -101,8 +97,8 @@ def _stop(conn: Connection, process: multiprocessing.process.BaseProcess) -> Non
 
 
 class AheadWorker:
-    """One child process running `draw(features)` for the groups `submit`ted, in order; `take` returns the oldest
-    group's result (waiting for it), `ready` says whether it has come back."""
+    """One child process running `draw(features)` for the lists `submit`ted, in order; `take` returns the oldest
+    one's result (waiting for it), `ready` says whether it has come back."""
 
     def __init__(self, draw: Callable[[list[int]], Any], on_start: Callable[[], None] = lambda: None) -> None:
         ctx = multiprocessing.get_context("fork")
@@ -111,32 +107,28 @@ class AheadWorker:
                                     name="naming-ahead")
         self._process.start()
         child.close()
-        self._sent: deque[list[int]] = deque()
+        self.in_flight = 0
+        """Lists sent and not taken back."""
         self._close = weakref.finalize(self, _stop, self._conn, self._process)
 
-    @property
-    def in_flight(self) -> int:
-        """Groups sent and not taken back."""
-        return len(self._sent)
-
     def submit(self, features: Sequence[int]) -> None:
-        self._sent.append(list(features))
-        self._conn.send(self._sent[-1])
+        self._conn.send(list(features))
+        self.in_flight += 1
 
     def ready(self) -> bool:
-        """The oldest group in flight has come back."""
-        return bool(self._sent) and self._conn.poll()
+        """The oldest list in flight has come back."""
+        return self.in_flight > 0 and self._conn.poll()
 
-    def take(self) -> tuple[list[int], Any]:
-        """(features, what draw returned) of the oldest group in flight, waiting for it."""
-        features = self._sent.popleft()
+    def take(self) -> Any:
+        """What draw returned for the oldest list in flight, waiting for it."""
+        self.in_flight -= 1
         try:
             got = pickle.loads(self._conn.recv_bytes())
         except EOFError as exc:
             raise RuntimeError(f"the naming process ahead exited (code {self._process.exitcode})") from exc
         if isinstance(got, _Failed):
             raise RuntimeError(f"drawing features ahead failed in the child process:\n{got.text}")
-        return features, got
+        return got
 
     def close(self) -> None:
         """Stop the child (what it was drawing is dropped)."""
@@ -186,9 +178,7 @@ class Ahead:
         their chunks not sent or waiting for the child, those up to the last one holding any of `needed`."""
         last = max((self._of[f] for f in needed if f in self._of), default=-1)
         while True:
-            while self._worker.ready():
-                self._take()
-            self._pump()
+            self._intake()
             if all(g.complete for k, g in self._groups.items() if k <= last):
                 break
             if self._queue and self._queue[0][0] <= last:  # the oldest needed group's last chunk not sent: here
@@ -196,7 +186,7 @@ class Ahead:
             else:
                 self._take()
         out = []
-        while self._groups and (first := next(iter(self._groups))) is not None and self._groups[first].complete:
+        while self._groups and self._groups[first := next(iter(self._groups))].complete:
             parts = self._groups.pop(first).parts
             out.append([item for k in sorted(parts) for item in parts[k]])
         for f in [f for f, g in self._of.items() if g not in self._groups]:
@@ -206,9 +196,7 @@ class Ahead:
     async def help(self) -> bool:
         """Draw here the last chunk not sent of the oldest group with one (while this process would wait for
         something else); False when there is none."""
-        while self._worker.ready():
-            self._take()
-        self._pump()
+        self._intake()
         if not self._queue:
             return False
         await self._draw_here(self._queue[0][0])
@@ -221,9 +209,15 @@ class Ahead:
         del self._queue[at]
         self._groups[group].parts[k] = await self._draw(chunk)
 
+    def _intake(self) -> None:
+        """The chunks the child has sent back taken, and the pipe filled again."""
+        while self._worker.ready():
+            self._take()
+        self._pump()
+
     def _take(self) -> None:
         group, k = self._sent.popleft()
-        self._groups[group].parts[k] = self._worker.take()[1]
+        self._groups[group].parts[k] = self._worker.take()
 
     def _pump(self) -> None:
         while self._queue and self._worker.in_flight < IN_FLIGHT:

@@ -13,10 +13,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from artifacts import ArtifactStore
 from contracts.examples import ExamplesRequest, FeatureExamples
 from contracts.interpret import CorpusRef, InterpretRequest, InterpretResult
-from services.interpreter.backends.base import Backend
 from contracts.service_security import NO_DOCS, authorized
 from services.interpreter.backends import build_backend
-from services.interpreter.backends.base import BackendError
+from services.interpreter.backends.base import Backend, BackendError
 from services.interpreter.backends.keywords import TermIndex
 from services.interpreter.config import InterpreterSettings, get_settings
 from services.interpreter.corpus import Corpus, load_corpus

@@ -78,9 +78,9 @@ class Namer:
     the cost of naming, so the back-end's first (plainest) ones and the best compositions go first."""
     language: str | None = None
     """'en' or 'it', the language names are asked in; None: the corpus's (`corpus_language` of 200 documents)."""
-    ahead_process: bool = field(default_factory=can_fork)
+    ahead_process: bool = True
     """`prepare`'s groups drawn (evidence, keywords candidates) in a child process while this one names the group
-    before (ahead.py), when every back-end is a keywords one; default: where a child can be forked on two cores."""
+    before (ahead.py), where every back-end is a keywords one and a child can be forked (`can_fork`)."""
 
     def __post_init__(self) -> None:
         if self.term_index is None:
@@ -145,8 +145,8 @@ class Namer:
 
     def _ahead(self) -> Ahead | None:
         """The groups drawn ahead by a child process, forked at the first call (None: in this process)."""
-        if self._ahead_groups is None and self.ahead_process and all(isinstance(b, KeywordsBackend)
-                                                                     for _, b in self.backends):
+        if self._ahead_groups is None and self.ahead_process and can_fork() and all(
+                isinstance(b, KeywordsBackend) for _, b in self.backends):
             self._ahead_groups = Ahead(self._draw, self._in_child)
         return self._ahead_groups
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -10,10 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from services.cpu import usable_cpus
 from services.interpreter.corpus import Corpus
 from services.interpreter.rows import spans
 
-PREFETCH_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+PREFETCH_THREADS = min(8, usable_cpus())
 """Threads that find a batch's neighbours, one block of anchors each (each holds a [block, SEARCHED] float32
 similarity matrix while it works: 13 MB with SEARCHED = 50,000)."""
 

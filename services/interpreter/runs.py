@@ -26,7 +26,6 @@ from services.interpreter.backends.base import Backend, FamilyNamer
 from services.interpreter.backends.keywords import KeywordsBackend
 from services.interpreter.config import InterpreterSettings
 from services.interpreter.corpus import Corpus, load_corpus
-from services.interpreter.ahead import can_fork
 from services.interpreter.families import name_families
 from services.interpreter.naming import Namer, naming_order
 from services.interpreter.phrases import PhraseBackend
@@ -123,7 +122,7 @@ async def name_run(payload: InterpretRunPayload, store: ArtifactStore, *, settin
     if payload.keywords_fallback and all(b.name != "keywords" for b in built):
         named_by.append((BackendOptions(backend="keywords"), PhraseBackend()))
     namer = Namer(corpus, named_by, embed_texts, payload.evidence, payload.scoring, judge=judge,
-                  ahead_process=settings.ahead_process and can_fork())
+                  ahead_process=settings.ahead_process)
     features = payload.features if payload.features is not None else naming_order(corpus, payload.order)
     features = features[: payload.limit] if payload.limit is not None else features
     batches = [features[i:i + payload.batch_features] for i in range(0, len(features), payload.batch_features)]

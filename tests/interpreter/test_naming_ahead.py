@@ -17,11 +17,19 @@ pytestmark = pytest.mark.skipif(not can_fork(), reason="needs fork and two cores
 PARENT = os.getpid()
 
 
-async def slow_draw(features: list[int]) -> list[tuple[int, int]]:
-    """Each feature with the process that drew it; the child takes its time, so that the parent has chunks to draw."""
-    if os.getpid() != PARENT:
-        time.sleep(0.2)
-    return [(f, os.getpid()) for f in features]
+def drawing(child_seconds: float):
+    """A draw giving each feature with the process that drew it; the child takes `child_seconds` a chunk, so that
+    the parent has chunks to draw."""
+
+    async def draw(features: list[int]) -> list[tuple[int, int]]:
+        if os.getpid() != PARENT:
+            time.sleep(child_seconds)
+        return [(f, os.getpid()) for f in features]
+
+    return draw
+
+
+slow_draw = drawing(0.2)
 
 
 def test_groups_come_back_whole_and_in_order_drawn_by_both_processes(monkeypatch):
@@ -82,17 +90,11 @@ def test_close_stops_the_child():
     assert not process.is_alive() and process.exitcode is not None
 
 
-async def slower_draw(features: list[int]) -> list[tuple[int, int]]:
-    if os.getpid() != PARENT:
-        time.sleep(1.0)
-    return [(f, os.getpid()) for f in features]
-
-
 def test_help_draws_here_the_oldest_groups_last_chunk_not_sent(monkeypatch):
     """What a naming run does while it waits for its labels' vectors."""
     monkeypatch.setattr(ahead_module, "CHUNK", 2)
     monkeypatch.setattr(ahead_module, "IN_FLIGHT", 1)
-    ahead = Ahead(slower_draw, lambda: None)
+    ahead = Ahead(drawing(1.0), lambda: None)
     try:
         ahead.add([1, 2, 3, 4, 5, 6])  # chunks [1, 2] (sent), [3, 4], [5, 6]
         helped = 0
