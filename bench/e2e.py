@@ -7,7 +7,8 @@ families) → naming every feature (keywords back-end, each name scored) → fam
 search → a text search → a probe concept (`bronchiolitis:confirmed`) → its apply job → the CSV
 export. Per stage: wall seconds (request to finished job), the peak RSS of every process of the
 deployment (VmHWM, reset at the start of each stage through /proc/PID/clear_refs and read every
-0.25 s), and what was written (artifact store bytes, database bytes and rows).
+0.25 s), the peak of each role's summed PSS (every second: a forked naming child's shared pages
+counted once), and what was written (artifact store bytes, database bytes and rows).
 
 Modes: `embedded` (one `prisma serve` process on a fresh data dir: SQLite, in-process jobs) and
 `distributed` (tests/distributed/harness.py: gateway, service apps and queue workers as separate
@@ -189,7 +190,9 @@ def measure(dep: Deployment, name: str, fn: Callable[[], dict]) -> dict:
         extra = fn()
         seconds = time.perf_counter() - t0
     peaks = {role: round(b / MIB, 1) for role, b in meter.peaks.items()}
+    pss = {role: round(b / MIB, 1) for role, b in meter.pss_peaks.items()}
     out = {"seconds": round(seconds, 2), "peak_rss_mib": max(peaks.values(), default=None), "peak_rss_mib_by_process": peaks,
+           "peak_pss_mib_by_role": pss, "max_processes_by_role": meter.max_processes,
            "artifact_bytes_written": tree_bytes(dep.artifact_dir) - art0, "db_bytes_delta": dep.db_bytes() - db0,
            "db_rows_delta": dep.db_rows() - rows0, **extra}
     print(f"  {name}: {out['seconds']} s, peak {out['peak_rss_mib']} MiB  {json.dumps(extra)[:300]}", flush=True)
@@ -248,11 +251,13 @@ def run(args: argparse.Namespace) -> tuple[dict | None, argparse.Namespace]:
     shutil.rmtree(root)
     after_embed = sum(s["seconds"] for k, s in stages.items() if not k.startswith("embed"))
     peak = max(s["peak_rss_mib"] or 0 for k, s in stages.items() if not k.startswith("embed"))
+    pss = max((max(s.get("peak_pss_mib_by_role", {}).values(), default=0) for k, s in stages.items()
+               if not k.startswith("embed")), default=0)
     dim = stages.get("embed_import", {}).get("dim") or 384
     return {"n": args.n, "mode": args.mode, "embedding": args.embedding, "dim": dim, "stages": stages,
             "totals": {"seconds_without_embedding": round(after_embed, 1),
                        "seconds": round(sum(s["seconds"] for s in stages.values()), 1),
-                       "peak_rss_mib_without_embedding": peak},
+                       "peak_rss_mib_without_embedding": peak, "peak_pss_mib_without_embedding": pss},
             "calls": calls,
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
@@ -325,7 +330,7 @@ def main() -> None:
     report.update({
         "what": "the whole pipeline through the public HTTP API on N demo notes (gateway.demo.corpus, seed 0): "
                 "seconds per stage (request to finished job), peak RSS per process (VmHWM, reset per stage), "
-                "artifact and database bytes and rows written",
+                "peak summed PSS per role (a forked child's shared pages counted once), artifact and database bytes and rows written",
         "machine": machine() | {"note": "2 cores shared with other work (see each run's load average); run under "
                                         "nice -n 19" if os.cpu_count() == 2 else "each run's own `machine` says "
                                         "where it ran (bench/gpu_e2e.sh: a lent GPU machine, nothing else running)"},
