@@ -12,6 +12,10 @@ model cache at its default settings: its precision, its threads); loading the co
 the model is not timed; `cpu_seconds` counts a child process's (one drawing groups ahead) with the run's. `ratio_features_per_min` is now's best over before's best; `names` compares every
 feature's shown name, score, threshold and reliability between the two's last runs.
 
+`--data` may also be the data directory of `bench/e2e.py --embedding imported --until sae` (its `data/`): imported
+vectors have no segments, so that run's documents are named, as its naming job names them, with labels embedded by
+the default model (the import's query model).
+
 Usage: nice -n 10 python bench/naming_speed.py --data <prisma demo data dir> --before <commit> [--rounds 2]
 """
 
@@ -42,12 +46,13 @@ def corpus_ref(artifacts: Path):
         return [f"file://{p}" for p in sorted(artifacts.glob(pattern))]
 
     sae = sorted(artifacts.glob("sae-runs/*/cfg.json"))[0].parent
-    return CorpusRef(snapshot_uri=uris("datasets/*/snapshot.parquet")[0],
-                     embeddings=uris("embedding-runs/*/embeddings/shard-*.npy"),
-                     chunks=uris("embedding-runs/*/chunks/shard-*.npz"),
-                     codes_csc_uri=f"file://{sae}/codes.csc.npz", sae_uri=f"file://{sae}",
-                     segments=uris("embedding-runs/*/segments/shard-*.npz"),
-                     segment_codes_uri=uris(f"sae-runs/{sae.name}/segment*codes*.npz")[0])
+    segments, segment_codes = uris("embedding-runs/*/segments/shard-*.npz"), uris(f"sae-runs/{sae.name}/segment*codes*.npz")
+    ref = CorpusRef(snapshot_uri=uris("datasets/*/snapshot.parquet")[0],
+                    embeddings=uris("embedding-runs/*/embeddings/shard-*.npy"),
+                    chunks=uris("embedding-runs/*/chunks/shard-*.npz"),
+                    codes_csc_uri=f"file://{sae}/codes.csc.npz", sae_uri=f"file://{sae}")
+    # a run with segments names its clauses; imported vectors without segments (bench/e2e.py) name documents
+    return ref.model_copy(update={"segments": segments, "segment_codes_uri": segment_codes[0]}) if segment_codes else ref
 
 
 def demo_label_embedder(artifacts: Path):
@@ -59,6 +64,8 @@ def demo_label_embedder(artifacts: Path):
     from services.embedder.models import ModelCache
 
     spec = json.loads(next(artifacts.glob("embedding-runs/*/spec.json")).read_text())
+    if spec.get("model", "").startswith("imported:"):  # bench/e2e.py's import: the default model is its query model
+        spec = {"model": None, "pooling": "mean", "normalize": True, "prompt_name": "query"}
     lm = ModelCache.from_settings(EmbedderSettings(threads=1)).get(spec.get("model"), prompt_name="query" if spec.get("prompt") or spec.get(
         "prompt_name") else None)
     # padded as the run's own texts were (a run made before pad_multiple existed: 1), where the checkout pads
@@ -80,7 +87,8 @@ def name_all(data: Path, limit: int | None) -> dict:
     from services.interpreter.phrases import PhraseBackend
 
     store = ArtifactStore(str(data / "artifacts"))
-    corpus = load_corpus(store, corpus_ref(data / "artifacts"))
+    ref = corpus_ref(data / "artifacts")
+    corpus = load_corpus(store, ref)
     embed = demo_label_embedder(data / "artifacts")
     embed(["warm-up"])
     spent = [0.0]
@@ -116,7 +124,7 @@ def name_all(data: Path, limit: int | None) -> dict:
         b = r.interpretations[r.best] if r.best is not None else None
         names[str(r.feature)] = None if b is None else [b.label, b.score, b.threshold, b.reliable, b.unreliable_reason,
                                                        [a.label for a in b.alternatives]]
-    return {"segments": corpus.n_docs, "features": len(records), "seconds": round(seconds, 2),
+    return {"segments": corpus.n_docs, "named_on": "segments" if ref.segments else "documents", "features": len(records), "seconds": round(seconds, 2),
             "cpu_seconds": round(cpu, 2),
             "label_embedding_seconds": round(spent[0], 2), "labels_embedded": namer.embedded,
             "features_per_min_besides_label_embedding": round(60 * len(records) / max(seconds - spent[0], 1e-9), 1),
@@ -194,7 +202,9 @@ def main() -> None:
     best = {s: max(x["features_per_min"] for x in runs[s]) for s in runs}
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {
-        "benchmark": "naming speed: the demo's clause corpus, every feature, keywords back-end, embedding scorer",
+        "benchmark": "naming speed: " + ("the demo's clause corpus" if runs["now"][-1].get("named_on") != "documents" else
+                                         "the documents of an imported-vectors run (bench/e2e.py --until sae)")
+                     + ", every feature, keywords back-end, embedding scorer",
         "before_commit": args.before[:12], "now_commit": head, "segments": runs["now"][-1]["segments"],
         "features": runs["now"][-1]["features"],
         "runs": {s: [{k: v for k, v in x.items() if k != "names"} for x in runs[s]] for s in runs},
