@@ -267,7 +267,13 @@ def run(args: argparse.Namespace) -> tuple[dict | None, argparse.Namespace]:
 
 def machine() -> dict:
     """This run's machine: CPUs, and the GPU where torch sees one (the embedder and the SAE use it at 'auto')."""
-    out: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    from services.cpu import cpu_flags, cpuinfo
+
+    info = cpuinfo()
+    out: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                           "cpu": f"{info.get('model name', platform.processor())} (family {info.get('cpu family', '?')} "
+                                  f"model {info.get('model', '?')})",
+                           "native_bf16": "avx512_bf16" in cpu_flags(), "amx": "amx_bf16" in cpu_flags()}
     try:
         import torch
 
@@ -341,9 +347,10 @@ def main() -> None:
     })
     result["precision_requested"] = args.precision
     result["machine"] = machine()
-    key = (args.n, args.mode, args.embedding, result["dim"], args.precision)
-    runs = [r for r in report.get("runs", [])
-            if (r["n"], r["mode"], r["embedding"], r.get("dim", 384), r.get("precision_requested")) != key]
+    key = (args.n, args.mode, args.embedding, result["dim"], args.precision, result["machine"].get("cpu"))
+    runs = [r for r in report.get("runs", [])  # one run a configuration and CPU: the latest
+            if (r["n"], r["mode"], r["embedding"], r.get("dim", 384), r.get("precision_requested"),
+                r.get("machine", {}).get("cpu")) != key]
     report["runs"] = sorted([*runs, result], key=lambda r: (r["mode"], r.get("dim", 384), r["n"], r["embedding"]))
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(result["totals"]))

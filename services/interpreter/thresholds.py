@@ -18,7 +18,8 @@ import numpy as np
 from services.interpreter.calibration import Curve
 from services.interpreter.corpus import Corpus
 from services.interpreter.backends.keywords import SHORT_TEXT
-from services.interpreter.phrases import required_words, word_stems
+from services.interpreter.backends.words import fold, surfaces
+from services.interpreter.phrases import required_words, stem
 from services.interpreter.rows import spans
 
 TEXT_BLOCK = 65_536
@@ -37,9 +38,18 @@ class StemIndex:
         self._stems = np.empty(0, np.int32)
 
     def _build(self) -> np.ndarray:
+        """Each distinct text's stems (phrases.word_stems), as ids: its distinct words as written, each one's
+        stem id found once for the corpus (words recur: folding and stemming them per text was most of the cost)."""
         texts: dict[str, int] = {}  # short text -> its entry (clauses repeat; notes are rarely copies, not kept)
         ids, stems, starts = self.ids, array("i"), array("q", [0])  # compact: no Python list per text
         text_of = np.empty(self.corpus.n_docs, np.int64)
+        stem_id: dict[str, int] = {}  # a word as written (lower case) -> its stem's id
+        language = self.language
+
+        def add(surface: str) -> int:
+            i = stem_id[surface] = ids.setdefault(stem(fold(surface), language), len(ids))
+            return i
+
         for start in range(0, self.corpus.n_docs, TEXT_BLOCK):
             block = self.corpus.texts.slice(start, TEXT_BLOCK).to_pylist()
             for p, text in enumerate(block, start):
@@ -49,7 +59,7 @@ class StemIndex:
                     t = len(starts) - 1
                     if len(text) <= SHORT_TEXT:
                         texts[text] = t
-                    stems.extend(sorted({ids.setdefault(s, len(ids)) for s in word_stems(text, self.language)}))
+                    stems.extend(sorted({stem_id[w] if w in stem_id else add(w) for w in surfaces(text)}))
                     starts.append(len(stems))
                 text_of[p] = t
         self._starts = np.frombuffer(starts, np.int64)

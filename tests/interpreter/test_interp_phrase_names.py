@@ -130,6 +130,31 @@ def test_name_holds_keeps_words_that_share_a_prefix_apart():
     assert is_phrase("pcr nei limiti", ["Esami: PCR nei  limiti."]) and not is_phrase("pcr, limiti", ["pcr limiti"])
 
 
+@pytest.mark.parametrize("language", ["it", "en"])
+def test_the_stem_index_holds_what_name_holds_says_text_by_text(language):
+    """StemIndex.holds (every name on every unit at once, a word's stem found once for the corpus) equals
+    name_holds asked of each text: case, accents, elided articles, repeated and long texts, empty text."""
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+    from services.interpreter.corpus import Corpus
+    from services.interpreter.thresholds import StemIndex
+
+    texts = ["Inviato con SOSPETTO di bronchiolite acuta.", "Bronchiolite acuta confermata.",
+             "Quadro non compatibile con bronchiolite.", "Quadro non compatibile con bronchiolite.",
+             "Attività ridotta dell'ospedale; febbre 38.5", "", "The patient denied any fever.",
+             "Heart: murmurs heard. " * 40, "Bronchioliti ricorrenti, tracheobronchite.", "Hypertensive crisis, no murmurs."]
+    labels = ["sospetta bronchiolite", "non bronchiolite", "bronchiolite", "attivita ospedale", "denies fevers",
+              "no murmurs", "hypertension", "tracheite", "murmurs heard", "febbre"]
+    n = len(texts)
+    corpus = Corpus(pa.array(texts), np.arange(n), np.eye(n, dtype=np.float32), sp.csc_matrix((n, 1), dtype=np.float32))
+    positions = [9, 0, 3, 2, 7, 5, 1, 4, 6, 8, 3]
+    got = StemIndex(corpus, language).holds(positions, labels)
+    expected = np.array([[name_holds(label, texts[p], language) for label in labels] for p in positions])
+    assert expected.any() and not expected.all()
+    np.testing.assert_array_equal(got, expected)
+
+
 def naive_threshold(acts: np.ndarray, holds: np.ndarray, min_precision: float = 0.8, min_above: int = 5):
     """The definition, one candidate threshold at a time."""
     best = None

@@ -59,6 +59,11 @@ def tokens(text: str) -> list[tuple[str, str, int, int, bool, str]]:
     return out
 
 
+def surfaces(text: str) -> set[str]:
+    """The distinct words of `text` as written, lower case: folding each gives `folded_words(text)`'s set."""
+    return set(_WORD.findall(text.lower()))
+
+
 def folded_words(text: str) -> list[str]:
     """The folded words of `text`: those of `tokens(text)`, without their places and gaps."""
     return [_word_info(surface)[0] for surface in _WORD.findall(text.lower())]
