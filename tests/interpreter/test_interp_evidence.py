@@ -241,3 +241,22 @@ def test_the_searched_sample_is_made_once_per_corpus():
     assert len(ids) == 20 and np.all(np.diff(ids) > 0)
     np.testing.assert_array_equal(sampled, corpus.distinct.vectors[ids])
     assert corpus.distinct_sample(20)[1] is sampled
+
+
+@pytest.mark.parametrize("width,depth", [(50_000, 512), (3_000, 512), (1_500, 512), (600, 600), (20_000, 7)])
+def test_largest_are_each_rows_largest_values_largest_first_equal_ones_by_column(width, depth):
+    """neighbours.largest (only the values at or above a sampled bound partitioned) gives the first columns of a
+    full sort by value, then column: rounded values repeat, banned columns are -inf, a row with few values above
+    the bound (most of it banned) is read whole."""
+    from services.interpreter.neighbours import largest
+
+    rng = np.random.default_rng(width + depth)
+    sims = np.round(rng.normal(size=(9, width)), 2).astype(np.float32)  # many equal values
+    sims[1, ::2] = -np.inf
+    sims[2, : width - depth] = -np.inf  # only depth values not banned
+    sims[3, :] = 0.5  # every value equal
+    sims[4, rng.choice(width, 3, replace=False)] = 9.0  # a few far above the rest
+    got = largest(sims, depth)
+    assert got.shape == (9, min(depth, width))
+    for row, cols in zip(sims, got):
+        np.testing.assert_array_equal(cols, np.lexsort((np.arange(width), -row))[:len(cols)])  # value down, column up
