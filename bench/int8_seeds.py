@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    report: dict = {"benchmark": "int8 vs fp32 clause probe over SAE seeds (issue #29's quality bar)",
+    report: dict = {"benchmark": "int8 vs fp32 clause probe over SAE seeds (the int8 quality bar)",
                     "command": " ".join(["python bench/int8_seeds.py", *sys.argv[1:]]),
                     "model": status.MODEL_NAME[0], "bar": "mean paired difference (int8 - fp32) >= -0.01",
                     "machine": {"platform": platform.platform(), **cpu_report(args.threads)}}

@@ -365,7 +365,7 @@ def main() -> None:
                                "(where run): SmolLM2's next-token ' true' vs ' false' on each held-out document",
                      "embedding_auroc_top_half": "mean of the better half of the shown names' held-out scores"},
         "goals": {"embedding_auroc_top_half": "default LLM >= keywords on both corpora; keywords (phrases) >= "
-                                              "keywords_terms (term lists) on both AUROCs, both corpora (issue #28)",
+                                              "keywords_terms (term lists) on both AUROCs, both corpora",
                   "shared_name_fraction_max": 0.05,
                   "copies_input_fraction_max": 0.10, "features_per_min_min": 60},
         "results": results,
