@@ -83,7 +83,8 @@ class TermIndex:
         keep = np.flatnonzero(df >= min_df)
         names = np.array(list(vocab), dtype=object)
         self.vocab = names[keep]  # [V] folded terms
-        self.matrix = matrix[:, keep].tocsr()  # [docs, V] 0/1
+        self.matrix = matrix[:, keep].tocsr()  # [docs, V] 0/1: only its rows' entries are read (present, counts_at)
+        self.matrix.data = np.ones(self.matrix.nnz, np.int8)  # not float32: 3 bytes an entry fewer (70 MB at 200,000 notes)
         self.background = df[keep]  # [V] document frequency in the corpus
         self.prior = self.background / max(self.background.sum(), 1e-12)  # [V], cached for log_odds_z
         self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
