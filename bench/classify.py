@@ -174,12 +174,16 @@ def clauses_per_note(texts: list[str]) -> float:
 
 
 def machine() -> dict:
+    """The CPU as every bench reports it: its name, family and model (one name covers several generations: "AMD
+    EPYC"), native bf16 and AMX; the usable CPUs, the commit and the date."""
+    from services.cpu import cpu_flags, cpuinfo
     from services.embedder.models import cpu_has_native_bf16, default_threads
 
-    name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")), platform.processor())
+    info = cpuinfo()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    return {"cpu": name, "usable_cpus": default_threads(), "native_bf16": cpu_has_native_bf16(),
+    return {"cpu": info.get("model name", platform.processor()),
+            "cpu_family_model": f"family {info.get('cpu family', '?')}, model {info.get('model', '?')}",
+            "usable_cpus": default_threads(), "native_bf16": cpu_has_native_bf16(), "amx": "amx_bf16" in cpu_flags(),
             "commit": commit.strip(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
 

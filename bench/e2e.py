@@ -267,13 +267,12 @@ def run(args: argparse.Namespace) -> tuple[dict | None, argparse.Namespace]:
 
 def machine() -> dict:
     """This run's machine: CPUs, and the GPU where torch sees one (the embedder and the SAE use it at 'auto')."""
-    from services.cpu import cpu_flags, cpuinfo
+    from bench.classify import machine as cpu_of
 
-    info = cpuinfo()
+    cpu = cpu_of()
     out: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                           "cpu": f"{info.get('model name', platform.processor())} (family {info.get('cpu family', '?')} "
-                                  f"model {info.get('model', '?')})",
-                           "native_bf16": "avx512_bf16" in cpu_flags(), "amx": "amx_bf16" in cpu_flags()}
+                           "cpu": f"{cpu['cpu']} ({cpu['cpu_family_model']})", "native_bf16": cpu["native_bf16"],
+                           "amx": cpu["amx"]}
     try:
         import torch
 

@@ -33,24 +33,13 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 # -- processes and what they hold ---------------------------------------------------------
 
-def _vm(pid: int, field: str) -> int:
-    """VmHWM / VmRSS of a process in bytes (0 when it is gone)."""
+def _proc_bytes(pid: int, field: str, file: str = "status") -> int:
+    """A size field of /proc/PID/`file` in bytes (0 when the process is gone): status's VmHWM / VmRSS,
+    smaps_rollup's Pss (shared pages split among the processes that map them)."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/{file}") as f:
             for line in f:
                 if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _pss(pid: int) -> int:
-    """Proportional set size in bytes: shared pages split among the processes that map them."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -70,7 +59,6 @@ class PeakMeter:
         self.peaks: dict[str, int] = {}
         self.pss_peaks: dict[str, int] = {}
         self.max_processes: dict[str, int] = {}
-        self._n = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -84,18 +72,19 @@ class PeakMeter:
                 out[role] = []
         return out
 
-    def _sample(self) -> None:
-        pss = self._n % self.pss_every == 0
-        self._n += 1
+    def _sample(self, pss: bool = True) -> None:
         for role, pids in self._tree().items():
-            self.peaks[role] = max([self.peaks.get(role, 0), *(_vm(p, "VmHWM") for p in pids)])
+            self.peaks[role] = max([self.peaks.get(role, 0), *(_proc_bytes(p, "VmHWM") for p in pids)])
             self.max_processes[role] = max(self.max_processes.get(role, 0), len(pids))
             if pss:
-                self.pss_peaks[role] = max(self.pss_peaks.get(role, 0), sum(_pss(p) for p in pids))
+                self.pss_peaks[role] = max(self.pss_peaks.get(role, 0),
+                                           sum(_proc_bytes(p, "Pss", "smaps_rollup") for p in pids))
 
     def _loop(self) -> None:
+        n = 0
         while not self._stop.wait(self.interval):
-            self._sample()
+            n += 1
+            self._sample(pss=n % self.pss_every == 0)
 
     def __enter__(self) -> PeakMeter:
         for pids in self._tree().values():
@@ -104,7 +93,7 @@ class PeakMeter:
                     Path(f"/proc/{pid}/clear_refs").write_text("5")
                 except OSError:
                     pass
-        self.peaks, self.pss_peaks, self.max_processes, self._n = {}, {}, {}, 0
+        self.peaks, self.pss_peaks, self.max_processes = {}, {}, {}
         self._sample()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -114,7 +103,6 @@ class PeakMeter:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._n = 0  # the last sample reads PSS too
         self._sample()
 
 

@@ -191,14 +191,9 @@ def main() -> None:
             runs[side].append(run_side(sides[side], args.data, args.limit))
             print(f"round {r} {side}: {runs[side][-1]['seconds']} s, {runs[side][-1]['features_per_min']} features/min",
                   flush=True)
-    from classify import machine  # bench/classify.py: the CPU's name as every bench reports it
+    from classify import machine  # bench/classify.py: the CPU as every bench reports it
 
-    from services.cpu import cpu_flags, cpuinfo
-
-    def cpu_family_model() -> str:
-        info = cpuinfo()
-        return f"family {info.get('cpu family', '?')}, model {info.get('model', '?')}"
-
+    cpu = machine()
     best = {s: max(x["features_per_min"] for x in runs[s]) for s in runs}
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {
@@ -211,8 +206,7 @@ def main() -> None:
         "features_per_min_before": best["before"], "features_per_min_now": best["now"],
         "ratio_features_per_min": round(best["now"] / best["before"], 2),
         "names": compare(runs["before"][-1]["names"], runs["now"][-1]["names"]),
-        "machine": {"cpu": machine()["cpu"], "cpu_family_model": cpu_family_model(), "native_bf16": machine()["native_bf16"],
-                    "amx": "amx_bf16" in cpu_flags(), "date": machine()["date"], "cpus": os.cpu_count(),
+        "machine": {**{k: cpu[k] for k in ("cpu", "cpu_family_model", "native_bf16", "amx", "date")}, "cpus": os.cpu_count(),
                     "python": platform.python_version(),
                     "load_average_1_5_15_min": [round(x, 1) for x in os.getloadavg()]},
     }
