@@ -97,16 +97,21 @@ def _prepare(ctx: JobContext, run_id: int) -> SaeTrainPayload:
 
 
 def feature_rows(store: ArtifactStore, stats_uri: str, sae_run_id: int) -> list[dict[str, Any]]:
-    """One row per latent from the service's stats.npz."""
-    s = np.load(io.BytesIO(store.read_bytes(stats_uri)))
+    """One row per latent from the service's stats.npz. Each array is read once: an NpzFile reads an array again
+    from the zip (checking its CRC) every time it is indexed, which per feature and per array took 18 s for 12,288
+    features."""
+    with np.load(io.BytesIO(store.read_bytes(stats_uri)), allow_pickle=False) as z:
+        s = {k: z[k].tolist() for k in ("density", "mean_activation", "max_activation", "histogram",
+                                         "cooc_top_indices", "cooc_top_values", "decoder_top_indices",
+                                         "decoder_top_values")}
     rows = []
     for i in range(len(s["density"])):
-        co = [(int(j), round(float(v), 4)) for j, v in zip(s["cooc_top_indices"][i], s["cooc_top_values"][i]) if j >= 0]
-        dec = [(int(j), round(float(v), 4)) for j, v in zip(s["decoder_top_indices"][i], s["decoder_top_values"][i]) if j >= 0]
+        co = [(j, round(v, 4)) for j, v in zip(s["cooc_top_indices"][i], s["cooc_top_values"][i]) if j >= 0]
+        dec = [(j, round(v, 4)) for j, v in zip(s["decoder_top_indices"][i], s["decoder_top_values"][i]) if j >= 0]
         rows.append({
-            "sae_run_id": sae_run_id, "index": i, "density": float(s["density"][i]),
-            "mean_activation": float(s["mean_activation"][i]), "max_activation": float(s["max_activation"][i]),
-            "histogram": {"counts": s["histogram"][i].tolist()},
+            "sae_run_id": sae_run_id, "index": i, "density": s["density"][i],
+            "mean_activation": s["mean_activation"][i], "max_activation": s["max_activation"][i],
+            "histogram": {"counts": s["histogram"][i]},
             "neighbours": {"cooccurring": co, "decoder": dec},
         })
     return rows
