@@ -53,12 +53,8 @@ def activations_at(codes: sp.csc_matrix, features: Sequence[int], positions: np.
 
 def feature_labels(session: Session, *, sae_run_id: int, indices: Sequence[int]) -> dict[int, tuple[str | None, bool | None]]:
     """index → (shown label, reliable) for the given features (None, None where unnamed)."""
-    found = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=list(indices))
-    names: dict[int, tuple[str | None, bool | None]] = {i: (None, None) for i in indices}
-    for i, (_, best) in found.items():
-        if best is not None:
-            names[i] = (best.label, best.reliable)
-    return names
+    found = feature_repo.labels_by_index(session, sae_run_id=sae_run_id, indices=list(indices))
+    return {i: found.get(i, (None, None)) for i in indices}
 
 
 def matched_segments(space: SearchSpace, matched: np.ndarray | None, features: Sequence[int],

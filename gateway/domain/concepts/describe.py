@@ -15,12 +15,11 @@ from gateway.domain.jobs import repo as job_repo
 
 def named(session: Session, sae_run_id: int, weights: dict[int, float]) -> list[NamedWeight]:
     """Weights with each feature's shown label, largest magnitude first."""
-    found = feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=sorted(weights))
+    found = feature_repo.labels_by_index(session, sae_run_id=sae_run_id, indices=sorted(weights))
     out = []
     for index, weight in sorted(weights.items(), key=lambda kv: (-abs(kv[1]), kv[0])):
-        best = found.get(index, (None, None))[1]
-        out.append(NamedWeight(index=index, weight=round(weight, 6), label=best.label if best else None,
-                               reliable=best.reliable if best else None))
+        label, reliable = found.get(index, (None, None))
+        out.append(NamedWeight(index=index, weight=round(weight, 6), label=label, reliable=reliable))
     return out
 
 

@@ -60,10 +60,11 @@ def plan_export(session: Session, concept_id: int) -> ExportPlan:
 
 def feature_names(session: Session, sae_run_id: int, indices: list[int]) -> dict[int, str]:
     """`F12 label` (an unreliable label marked so), or `F12` for an unnamed feature."""
+    found = feature_repo.labels_by_index(session, sae_run_id=sae_run_id, indices=indices)
     names = {}
-    for index, (_, best) in feature_repo.features_by_index(session, sae_run_id=sae_run_id, indices=indices).items():
-        label = f" {best.label}" + ("" if best.reliable is not False else " (unreliable)") if best else ""
-        names[index] = f"F{index}{label}"
+    for index in indices:
+        label, reliable = found.get(index, (None, None))
+        names[index] = f"F{index}" + (f" {label}" + ("" if reliable is not False else " (unreliable)") if label is not None else "")
     return names
 
 

@@ -145,6 +145,21 @@ def features_by_index(session: Session, *, sae_run_id: int, indices: list[int]) 
     return out
 
 
+def labels_by_index(session: Session, *, sae_run_id: int, indices: list[int]) -> dict[int, tuple[str, bool | None]]:
+    """index → (shown label, reliable) of the named features among `indices`: two columns a row, not the features'
+    statistics and the names' evidence (a concept whose readout weighs all of a 12,288-feature run's features lists
+    them on every read)."""
+    out: dict[int, tuple[str, bool | None]] = {}
+    for start in range(0, len(indices), 1000):  # bounded IN lists
+        stmt = (
+            select(Feature.index, Interpretation.label, Interpretation.reliable)
+            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id, Feature.index.in_(indices[start : start + 1000]))
+        )
+        out.update({index: (label, reliable) for index, label, reliable in session.execute(stmt)})
+    return out
+
+
 def set_best_interpretation(session: Session, *, feature: Feature) -> None:
     """Best-of-n: the interpretation with the highest score (unscored ones last, newest first on ties)."""
     set_best_interpretations(session, [feature])
