@@ -98,8 +98,9 @@ class SaeConfig(BaseModel):
     b_dec_init: Literal["mean", "geometric_median"] = Field(default="mean", description="Initial decoder bias b_d: "
         "the data mean (sparsify's choice, cheap) or the geometric median (Gao et al.; robust to outlying documents, "
         "on at most 10,000 samples).")
-    checkpoint_every_steps: int = Field(default=200, ge=1, le=10_000_000, description="Steps between checkpoints; a "
-        "killed worker loses at most this many steps. 200 steps cost a few seconds on CPU, a checkpoint under a second.")
+    checkpoint_every_steps: int = Field(default=1000, ge=1, le=10_000_000, description="Steps between checkpoints; a "
+        "killed worker loses at most this many steps. sparsify's save_every: with 12,288 latents on 2 CPU cores 1,000 "
+        "steps take about 36 s and a checkpoint (weights and Adam state, 113 MB) about 0.5 s, so 200 would add 8 %.")
     holdout_fraction: float = Field(default=0.1, gt=0.0, lt=0.5, description="Share of documents held out of "
                                     "training for the final FVU and explained variance.")
     train_on: Literal["auto", "documents", "segments", "segments_and_documents"] = Field(
