@@ -59,7 +59,7 @@ class CorpusCache:
         corpus, key = self.get(ref), ref.model_dump_json()
         with self._lock:
             if key not in self._terms:
-                self._terms[key] = TermIndex(corpus.text(p) for p in range(corpus.n_docs))
+                self._terms[key] = TermIndex.of_corpus(corpus)
             return corpus, self._terms[key]
 
 

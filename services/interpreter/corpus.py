@@ -115,6 +115,12 @@ class Corpus:
         value = self.texts[position].as_py()
         return value or ""
 
+    def text_sizes(self) -> np.ndarray:
+        """int64 [N]: each text's length in bytes (0 where there is none), without reading the texts into Python."""
+        import pyarrow.compute as pc
+
+        return np.asarray(pc.fill_null(pc.binary_length(self.texts), 0), dtype=np.int64)
+
     def column(self, feature: int) -> tuple[np.ndarray, np.ndarray]:
         """(positions, activations) of the documents where `feature` fires."""
         lo, hi = self.codes.indptr[feature], self.codes.indptr[feature + 1]

@@ -84,7 +84,7 @@ class Namer:
 
     def __post_init__(self) -> None:
         if self.term_index is None:
-            self.term_index = TermIndex(self.corpus.text(p) for p in range(self.corpus.n_docs))
+            self.term_index = TermIndex.of_corpus(self.corpus)
         self.keywords = KeywordsBackend(self.term_index)
         for _, backend in self.backends:
             if isinstance(backend, KeywordsBackend) and backend.index is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import threading
-from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cached_property
@@ -31,7 +30,9 @@ import scipy.sparse as sp
 
 from services.interpreter.backends.base import (Backend, BackendOutputError, FamilyNamer, FamilyRequest,
                                                 LabelCandidate, NamingRequest, NamingResult)
-from services.interpreter.backends.words import MAX_NGRAM, _is_content, fold, terms, tokens
+from services.interpreter.backends.term_scan import SHORT_TEXT, Scan, scan, scan_corpus  # noqa: F401 - SHORT_TEXT: thresholds.py
+from services.interpreter.backends.words import MAX_NGRAM, _is_content, fold, tokens
+from services.interpreter.corpus import Corpus
 from services.interpreter.rows import row_entries
 
 _SENTENCE_END = re.compile(r"[.;:!?()\[\]{}\n]")
@@ -41,8 +42,6 @@ SPAN_WORDS = LABEL_WORDS
 """Longest extractive span, in words."""
 
 
-SHORT_TEXT = 400
-"""Characters up to which TermIndex recognises a repeated text (clauses repeat; a copy is tokenised once)."""
 
 
 def label_words(label: str) -> int:
@@ -52,33 +51,11 @@ def label_words(label: str) -> int:
 class TermIndex:
     """Binary document-term matrix of a corpus, built once, rows sliced per feature."""
 
-    def __init__(self, texts: Iterable[str], min_df: int = 2) -> None:
-        self.surfaces: dict[str, Counter[str]] = {}
-        vocab: dict[str, int] = {}
-        rows, cols = array("q"), array("q")  # compact: a corpus has ~10^3 (row, term) pairs a document
-        # short texts repeat (the demo's 71,298 clauses hold 15,017): tokenised once, a copy's terms copied and its
-        # surfaces counted at the end (a copy adds no new word or surface: every Counter's order is a full pass's)
-        seen: dict[str, list[int]] = {}  # short text -> [its terms' start in cols, their number, its copies]
-        n = 0
-        for n, text in enumerate(texts, 1):
-            found = seen.get(text) if len(text) <= SHORT_TEXT else None
-            if found is None:
-                ids = {vocab.setdefault(t, len(vocab)) for t in terms(text, self.surfaces)}
-                if len(text) <= SHORT_TEXT:
-                    seen[text] = [len(cols), len(ids), 0]
-                cols.extend(ids)
-                rows.extend([n - 1] * len(ids))
-            else:
-                found[2] += 1
-                cols.extend(cols[found[0]:found[0] + found[1]])
-                rows.extend([n - 1] * found[1])
-        for text, (_, _, copies) in seen.items():
-            if copies:
-                for word, surface, *_ in tokens(text):
-                    self.surfaces[word][surface] += copies
-        del seen
-        matrix = sp.csr_matrix((np.ones(len(rows), np.float32), (np.frombuffer(rows, np.int64),
-                                np.frombuffer(cols, np.int64))), shape=(n, len(vocab)))
+    def __init__(self, texts: Iterable[str] | Scan, min_df: int = 2) -> None:
+        found = texts if isinstance(texts, Scan) else scan(texts)
+        vocab, self.surfaces, n = found.vocab, found.surfaces, found.n
+        matrix = sp.csr_matrix((np.ones(len(found.rows), np.float32), (found.rows, found.cols)), shape=(n, len(vocab)))
+        del found
         df = np.asarray(matrix.sum(0)).ravel()
         keep = np.flatnonzero(df >= min_df)
         names = np.array(list(vocab), dtype=object)
@@ -90,6 +67,12 @@ class TermIndex:
         self.n_words = np.array([t.count(" ") + 1 for t in self.vocab], dtype=np.int64)  # [V]
         self._shown: dict[str, str] = {}  # display's answers
         self._places = threading.local()  # counts_at's table
+
+    @classmethod
+    def of_corpus(cls, corpus: Corpus, min_df: int = 2) -> TermIndex:
+        """The index of a corpus's texts (`corpus.text(p)`, `corpus.n_docs`), read by two processes when it is large
+        (term_scan.scan_corpus): the same index as one pass gives."""
+        return cls(scan_corpus(corpus.text, corpus.n_docs, sizes=corpus.text_sizes()), min_df)
 
     def present(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(columns, support): the terms found in any of `rows`, ascending, and float32 how many of the rows hold
