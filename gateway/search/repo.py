@@ -93,6 +93,15 @@ def search_labels(session: Session, *, sae_run_id: int, query: str, limit: int,
     return [(f, i, float(r)) for f, i, r in rows], total
 
 
+def named_interpretations(session: Session, *, sae_run_id: int) -> list[tuple[int, Interpretation]]:
+    """Every named feature's index with its shown interpretation, by index: the features' own rows (statistics and
+    neighbours as JSON) not loaded."""
+    stmt = (select(Feature.index, Interpretation)
+            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id).order_by(Feature.index))
+    return [(int(index), i) for index, i in session.execute(stmt)]
+
+
 def named_features(session: Session, *, sae_run_id: int) -> list[tuple[Feature, Interpretation]]:
     """Every named feature of the run with its shown interpretation, by index."""
     stmt = (select(Feature, Interpretation)

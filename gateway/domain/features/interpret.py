@@ -166,9 +166,9 @@ def distinct_run_names(session: Any, sae_run_id: int) -> int:
     scores, threshold and precision curve become the alternative's; the name it replaced stays in its evidence), or keep the
     name marked unreliable; a feature whose own name does not hold shows its best reliable alternative where one is
     free (the reason its name failed kept as `replaced_reason`). Returns how many features changed."""
-    rows = search_repo.named_features(session, sae_run_id=sae_run_id)
-    by_feature = {f.index: i for f, i in rows}
-    choices = [NameChoice(f.index, i.label, i.score, i.reliable, i.threshold, list((i.evidence or {}).get("alternatives") or []),
+    rows = search_repo.named_interpretations(session, sae_run_id=sae_run_id)
+    by_feature = dict(rows)
+    choices = [NameChoice(f, i.label, i.score, i.reliable, i.threshold, list((i.evidence or {}).get("alternatives") or []),
                           (i.evidence or {}).get("holds_on")) for f, i in rows]
     changes = distinct_names(choices)
     for index, alt in changes.items():
