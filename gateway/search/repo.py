@@ -3,6 +3,8 @@ label full-text search, documents by position."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import bindparam, column, func, literal_column, select, table, text, true
 from sqlalchemy.orm import Session
 
@@ -93,21 +95,23 @@ def search_labels(session: Session, *, sae_run_id: int, query: str, limit: int,
     return [(f, i, float(r)) for f, i, r in rows], total
 
 
+def _named(sae_run_id: int, feature: Any) -> Any:
+    """Every named feature of the run (`feature`: the Feature entity or one of its columns) with its shown
+    interpretation, by index."""
+    return (select(feature, Interpretation)
+            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
+            .where(Feature.sae_run_id == sae_run_id).order_by(Feature.index))
+
+
 def named_interpretations(session: Session, *, sae_run_id: int) -> list[tuple[int, Interpretation]]:
     """Every named feature's index with its shown interpretation, by index: the features' own rows (statistics and
     neighbours as JSON) not loaded."""
-    stmt = (select(Feature.index, Interpretation)
-            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
-            .where(Feature.sae_run_id == sae_run_id).order_by(Feature.index))
-    return [(int(index), i) for index, i in session.execute(stmt)]
+    return [(int(index), i) for index, i in session.execute(_named(sae_run_id, Feature.index))]
 
 
 def named_features(session: Session, *, sae_run_id: int) -> list[tuple[Feature, Interpretation]]:
     """Every named feature of the run with its shown interpretation, by index."""
-    stmt = (select(Feature, Interpretation)
-            .join(Interpretation, Interpretation.id == Feature.best_interpretation_id)
-            .where(Feature.sae_run_id == sae_run_id).order_by(Feature.index))
-    return [(f, i) for f, i in session.execute(stmt)]
+    return [(f, i) for f, i in session.execute(_named(sae_run_id, Feature))]
 
 
 def documents_at(session: Session, *, dataset_id: int, positions: list[int]) -> dict[int, Document]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from services.interpreter.calibration import Curve
 from services.interpreter.corpus import Corpus
-from services.interpreter.backends.keywords import SHORT_TEXT
+from services.interpreter.backends.term_scan import SHORT_TEXT
 from services.interpreter.backends.words import fold, surfaces
 from services.interpreter.phrases import required_words, stem
 from services.interpreter.rows import spans

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from services.interpreter.backends.base import (Backend, BackendOutputError, FamilyNamer, FamilyRequest,
                                                 LabelCandidate, NamingRequest, NamingResult)
-from services.interpreter.backends.term_scan import SHORT_TEXT, Scan, scan, scan_corpus  # noqa: F401 - SHORT_TEXT: thresholds.py
+from services.interpreter.backends.term_scan import Scan, scan, scan_corpus
 from services.interpreter.backends.words import MAX_NGRAM, _is_content, fold, tokens
 from services.interpreter.corpus import Corpus
 from services.interpreter.rows import row_entries
@@ -40,8 +40,6 @@ LABEL_WORDS = 8
 """Longest label, in words (a term list's words together): short enough to read as a name."""
 SPAN_WORDS = LABEL_WORDS
 """Longest extractive span, in words."""
-
-
 
 
 def label_words(label: str) -> int:
