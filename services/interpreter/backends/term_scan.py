@@ -22,8 +22,8 @@ SHORT_TEXT = 400
 TWO_PROCESSES_FROM = 32 * 2**20
 """Bytes of text from which the scan is split between this process and a forked one (where one can be forked). Below
 it the child's vocabulary costs as much to send and merge as its half saves: on E3C's English, Spanish and Basque
-cases (13.5 MB, 3.2 M distinct terms) 6.7 s in one process, 6.9 s in two; on its French cases (54 MB) 20.7 against
-12.5 s, on 200,000 generated notes (180 MB) 40.2 against 23.2 s."""
+cases (13.5 MB) 6.85 s in one process, 6.79 s in two; on its French cases (54 MB) 22.2 against 12.9 s, on 200,000
+generated notes (171 MB) 41.9 against 23.5 s (bench/term_scan.py)."""
 
 
 class Scan(NamedTuple):
