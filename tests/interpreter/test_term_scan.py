@@ -42,6 +42,8 @@ def test_two_processes_read_what_one_pass_reads(n: int) -> None:
     one = scan(texts)
     two = scan_corpus(texts.__getitem__, n, two_processes=True)
     same(two, one)
+    # int32 entries both ways: half of int64's memory, and csr_matrix takes them without a copy of its own
+    assert {one.rows.dtype, one.cols.dtype, two.rows.dtype, two.cols.dtype} == {np.dtype(np.int32)}
     # the halves meet mid-corpus: terms and spellings first seen in the second half come after the first half's
     assert two.vocab["otite media acuta"] > two.vocab["bronchiolite"]
     assert list(two.surfaces["attivita"]) == ["attività", "attivita"] and two.surfaces["ospedale"]["ospedale"] >= 2

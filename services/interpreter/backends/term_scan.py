@@ -28,8 +28,8 @@ generated notes (171 MB) 41.9 against 23.5 s (bench/term_scan.py)."""
 
 class Scan(NamedTuple):
     vocab: dict[str, int]  # term -> id, in the order terms first occur (a list of them in that order, as sent)
-    rows: np.ndarray  # int [entries]: the text of each (text, term) entry
-    cols: np.ndarray  # int [entries]: its term id
+    rows: np.ndarray  # int32 [entries]: the text of each (text, term) entry
+    cols: np.ndarray  # int32 [entries]: its term id
     surfaces: dict[str, Counter[str]]  # folded word -> how it is written (lower case), counted
     n: int  # texts read
 
@@ -40,7 +40,8 @@ def scan(texts: Iterable[str]) -> Scan:
     a full pass's)."""
     surfaces: dict[str, Counter[str]] = {}
     vocab: dict[str, int] = {}
-    rows, cols = array("q"), array("q")  # compact: a corpus has ~10^3 (row, term) pairs a document
+    # int32, compact: 27 million (text, term) pairs at 200,000 notes; csr_matrix keeps int32 indices without a copy
+    rows, cols = array("i"), array("i")
     seen: dict[str, list[int]] = {}  # short text -> [its terms' start in cols, their number, its copies]
     n = 0
     for n, text in enumerate(texts, 1):
@@ -59,14 +60,14 @@ def scan(texts: Iterable[str]) -> Scan:
         if copies:
             for word, surface, *_ in tokens(text):
                 surfaces[word][surface] += copies
-    return Scan(vocab, np.frombuffer(rows, np.int64), np.frombuffer(cols, np.int64), surfaces, n)
+    return Scan(vocab, np.frombuffer(rows, np.int32), np.frombuffer(cols, np.int32), surfaces, n)
 
 
 def merge(first: Scan, second: Scan) -> Scan:
     """What one pass over the first's texts and then the second's gives: the second's new terms after the first's, in
     their order; its texts after the first's; each word's new spellings after those the first saw."""
     vocab = first.vocab
-    remap = np.fromiter((vocab.setdefault(t, len(vocab)) for t in second.vocab), np.int64, len(second.vocab))
+    remap = np.fromiter((vocab.setdefault(t, len(vocab)) for t in second.vocab), np.int32, len(second.vocab))
     surfaces = first.surfaces
     for word, counts in second.surfaces.items():
         mine = surfaces.get(word)
@@ -74,16 +75,14 @@ def merge(first: Scan, second: Scan) -> Scan:
             surfaces[word] = counts
         else:
             mine.update(counts)
-    return Scan(vocab, np.concatenate([first.rows, second.rows.astype(np.int64) + first.n]),
+    return Scan(vocab, np.concatenate([first.rows, second.rows + np.int32(first.n)]),
                 np.concatenate([first.cols, remap[second.cols]]), surfaces, first.n + second.n)
 
 
 def _send_half(text_at: Callable[[int], str], start: int, stop: int, conn: Connection) -> None:
     half = scan(text_at(p) for p in range(start, stop))
     terms_blob = "\n".join(half.vocab).encode()  # a term holds no line break; one string, not a list, to pickle
-    compact = half._replace(vocab={}, rows=half.rows.astype(np.int32), cols=half.cols.astype(np.int32))  # int32: half
-    del half
-    conn.send_bytes(pickle.dumps((terms_blob, compact), protocol=pickle.HIGHEST_PROTOCOL))
+    conn.send_bytes(pickle.dumps((terms_blob, half._replace(vocab={})), protocol=pickle.HIGHEST_PROTOCOL))
     conn.close()
 
 
