@@ -1,0 +1,110 @@
+"""The probe's penalty and class weights on E3C: the product's readout (`gateway.domain.concepts.readout.fit_readout`:
+row-L2 rows + L2 or raw codes + L1, C by CV) against each of its two candidates alone, an elastic net (half L1, half
+L2, saga) on the row-L2 rows, and the row-L2 readout without class weights. Every variant chooses C by stratified
+5-fold (3 from 400 labels) cross-validation on F1 over the training labels only (scikit-learn's LogisticRegressionCV
+for those the product does not fit), on the SAE run's document codes.
+
+The sets are bench/real_sets.py's (cached under /tmp/prisma-bench/real); the split is bench/real_text.py's
+(`group_split`, by case, 25 % held out), the draws its own (10 seeded draws at 50, 100, 200 labels; all labels once).
+F1 of `not_actual` on the held-out sentences.
+
+    nice -n 10 .venv/bin/python bench/studies/readout_penalties.py --languages en,es,fr,eu
+
+Writes bench/studies/results/readout-penalties.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench.real_sets import group_split, prepare  # noqa: E402
+from bench.real_text import draw  # noqa: E402
+from gateway.domain.concepts.readout import (  # noqa: E402
+    FEW_FOLDS, MANY_LABELS, READOUT_FOLDS, READOUTS, f1_of, fit_readout, normalise_rows)
+
+OUT = ROOT / "bench/studies/results/readout-penalties.json"
+BUDGETS = (50, 100, 200)
+DRAWS = 10
+METHODS = ("readout", "row_l2", "l1", "elastic_net", "row_l2_unweighted")
+
+
+def cv_fit(x: sp.csr_matrix, y: np.ndarray, seed: int, **kw):  # noqa: ANN003, ANN201
+    """A LogisticRegressionCV fitted with C chosen on F1 over the product's folds and row-L2 C grid."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = min(READOUT_FOLDS if len(y) < MANY_LABELS else FEW_FOLDS, int(np.bincount(y, minlength=2).min()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", FutureWarning)  # scikit-learn 1.9's notices of 1.10's attributes
+        return LogisticRegressionCV(Cs=list(READOUTS["row_l2"]), cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
+                                    scoring="f1", random_state=seed, **kw).fit(x, y)
+
+
+def language(lang: str) -> dict:
+    ds = prepare(f"e3c-{lang}")
+    unit = normalise_rows(ds.codes)
+    train, test = group_split(ds)
+    y_test = ds.y[test]
+    scores: dict[str, dict[str, list[float]]] = {m: {} for m in METHODS}
+    for n in [*BUDGETS, "all"]:
+        draws = [train] if n == "all" else [draw(train, ds.y, n, d) for d in range(DRAWS)]
+        for d, rows in enumerate(draws):
+            y = ds.y[rows]
+            preds = {}
+            for name, readouts in (("readout", READOUTS), ("row_l2", {"row_l2": READOUTS["row_l2"]}),
+                                   ("l1", {"l1": READOUTS["l1"]})):
+                fitted = fit_readout(ds.codes[rows], y, seed=d, readouts=readouts)
+                preds[name] = (fitted.probability(ds.codes[test]) >= 0.5).astype(np.int64)
+            preds["elastic_net"] = cv_fit(unit[rows], y, d, solver="saga", l1_ratios=[0.5],
+                                          class_weight="balanced", max_iter=2000).predict(unit[test])
+            preds["row_l2_unweighted"] = cv_fit(unit[rows], y, d, solver="liblinear", l1_ratios=(0.0,), max_iter=500).predict(unit[test])
+            for m in METHODS:
+                scores[m].setdefault(str(n), []).append(f1_of(y_test, np.asarray(preds[m], np.int64)))
+        print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in METHODS), flush=True)
+    return {"test_sentences": len(test), "train_sentences": len(train),
+            **{m: {"f1_at": {k: round(float(np.mean(v)), 4) for k, v in s.items()},
+                   "sd": {k: round(float(np.std(v)), 4) for k, v in s.items()}} for m, s in scores.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--languages", default="en,es,fr,eu")
+    args = parser.parse_args()
+    report = json.loads(OUT.read_text()) if OUT.exists() else {}
+    langs = report.get("languages", {})
+    for lang in [s.strip() for s in args.languages.split(",") if s.strip()]:
+        langs[lang] = language(lang)
+        keys = [*(str(n) for n in BUDGETS), "all"]
+        report.update({
+            "what": __doc__.split("\n\n")[0].replace("\n", " "), "methods": list(METHODS), "draws": DRAWS,
+            "languages": langs,
+            "means": {m: {k: round(float(np.mean([r[m]["f1_at"][k] for r in langs.values()])), 4) for k in keys}
+                      for m in METHODS},
+            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                     text=True).stdout.strip(),
+            "date": time.strftime("%Y-%m-%d"), "machine": {"cores": os.cpu_count(),
+                                                            "load_average": [round(x, 2) for x in os.getloadavg()]},
+            "command": " ".join(["python bench/studies/readout_penalties.py", *sys.argv[1:]])})
+        OUT.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report.get("means"), indent=1))
+
+
+if __name__ == "__main__":
+    main()
