@@ -18,12 +18,7 @@ Writes bench/studies/results/code-transforms.json.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,13 +30,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench.real_sets import group_split, prepare  # noqa: E402
-from bench.real_text import draw  # noqa: E402
-from gateway.domain.concepts.baselines import _fit_tfidf  # noqa: E402
+from bench.studies.e3c_study import budgets, main, summary, tfidf_f1  # noqa: E402
 from gateway.domain.concepts.readout import f1_of, fit_readout  # noqa: E402
 
 OUT = ROOT / "bench/studies/results/code-transforms.json"
-BUDGETS = (50, 100, 200)
-DRAWS = 10
+METHODS = ("codes", "log1p", "max_abs", "presence", "presence_idf", "codes_idf", "tfidf_lr")
 
 
 def transforms(codes: sp.csr_matrix) -> dict[str, Callable[[sp.csr_matrix], sp.csr_matrix]]:
@@ -74,11 +67,9 @@ def language(lang: str) -> dict:
     views = {name: f(ds.codes) for name, f in transforms(ds.codes).items()}
     train, test = group_split(ds)
     y_test = ds.y[test]
-    methods = [*views, "tfidf_lr"]
-    scores: dict[str, dict[str, list[float]]] = {m: {} for m in methods}
+    scores: dict[str, dict[str, list[float]]] = {m: {} for m in METHODS}
     picked: dict[str, dict[str, int]] = {m: {} for m in views}
-    for n in [*BUDGETS, "all"]:
-        draws = [train] if n == "all" else [draw(train, ds.y, n, d) for d in range(DRAWS)]
+    for n, draws in budgets(train, ds.y):
         for d, rows in enumerate(draws):
             y = ds.y[rows]
             for name, x in views.items():
@@ -86,39 +77,11 @@ def language(lang: str) -> dict:
                 picked[name][fitted.readout] = picked[name].get(fitted.readout, 0) + 1
                 pred = (fitted.probability(x[test]) >= 0.5).astype(np.int64)
                 scores[name].setdefault(str(n), []).append(f1_of(y_test, pred))
-            tfidf = _fit_tfidf([ds.texts[i] for i in rows], y, d)
-            pred = (np.zeros(len(test), np.int64) if tfidf is None
-                    else tfidf[1].predict(tfidf[0].transform([ds.texts[i] for i in test])).astype(np.int64))
-            scores["tfidf_lr"].setdefault(str(n), []).append(f1_of(y_test, pred))
-        print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in methods), flush=True)
+            scores["tfidf_lr"].setdefault(str(n), []).append(tfidf_f1(ds.texts, ds.y, rows, test, d))
+        print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in METHODS), flush=True)
     return {"test_sentences": len(test), "train_sentences": len(train), "readout_picked": picked,
-            **{m: {"f1_at": {k: round(float(np.mean(v)), 4) for k, v in s.items()},
-                   "sd": {k: round(float(np.std(v)), 4) for k, v in s.items()}} for m, s in scores.items()}}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--languages", default="en,es,fr,eu")
-    args = parser.parse_args()
-    report = json.loads(OUT.read_text()) if OUT.exists() else {}
-    langs = report.get("languages", {})
-    for lang in [s.strip() for s in args.languages.split(",") if s.strip()]:
-        langs[lang] = language(lang)
-        methods = [m for m in next(iter(langs.values())) if isinstance(langs[lang][m], dict) and "f1_at" in langs[lang][m]]
-        keys = [*(str(n) for n in BUDGETS), "all"]
-        report.update({
-            "what": __doc__.split("\n\n")[0].replace("\n", " "), "methods": methods, "draws": DRAWS,
-            "languages": langs,
-            "means": {m: {k: round(float(np.mean([r[m]["f1_at"][k] for r in langs.values()])), 4) for k in keys}
-                      for m in methods},
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                     text=True).stdout.strip(),
-            "date": time.strftime("%Y-%m-%d"), "machine": {"cores": os.cpu_count(),
-                                                            "load_average": [round(x, 2) for x in os.getloadavg()]},
-            "command": " ".join(["python bench/studies/code_transforms.py", *sys.argv[1:]])})
-        OUT.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report.get("means"), indent=1))
+            **summary(scores)}
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, OUT, list(METHODS), language, "bench/studies/code_transforms.py")

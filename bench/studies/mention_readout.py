@@ -17,13 +17,9 @@ Writes bench/studies/results/mention-readout.json.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -34,16 +30,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench.real_sets import E3C, group_split, prepare  # noqa: E402
-from bench.real_text import draw  # noqa: E402
+from bench.studies.e3c_study import budgets, main, summary, tfidf_f1  # noqa: E402
 from contracts.sparse import max_pool_rows  # noqa: E402
-from gateway.domain.concepts.baselines import _fit_tfidf  # noqa: E402
 from gateway.domain.concepts.readout import f1_of, fit_readout  # noqa: E402
 from gateway.domain.concepts.scope import segments_holding  # noqa: E402
 from services.embedder.segments import segment_spans  # noqa: E402
 
 OUT = ROOT / "bench/studies/results/mention-readout.json"
-BUDGETS = (50, 100, 200)
-DRAWS = 10
 TOP = 20
 METHODS = ("document", "mention", "mention_with_document", "two_stage", "tfidf_lr")
 
@@ -87,8 +80,7 @@ def language(lang: str) -> dict:
     train, test = group_split(ds)
     y_test = ds.y[test]
     scores: dict[str, dict[str, list[float]]] = {m: {} for m in METHODS}
-    for n in [*BUDGETS, "all"]:
-        draws = [train] if n == "all" else [draw(train, ds.y, n, d) for d in range(DRAWS)]
+    for n, draws in budgets(train, ds.y):
         for d, rows in enumerate(draws):
             y = ds.y[rows]
             for m in ("document", "mention", "mention_with_document"):
@@ -97,39 +89,11 @@ def language(lang: str) -> dict:
                                                               .astype(np.int64)))
             scores["two_stage"].setdefault(str(n), []).append(
                 f1_of(y_test, two_stage(views["document"][rows], y, views["document"][test], d)))
-            tfidf = _fit_tfidf([ds.texts[i] for i in rows], y, d)
-            pred = (np.zeros(len(test), np.int64) if tfidf is None
-                    else tfidf[1].predict(tfidf[0].transform([ds.texts[i] for i in test])).astype(np.int64))
-            scores["tfidf_lr"].setdefault(str(n), []).append(f1_of(y_test, pred))
+            scores["tfidf_lr"].setdefault(str(n), []).append(tfidf_f1(ds.texts, ds.y, rows, test, d))
         print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in METHODS), flush=True)
     return {"sentences_with_a_held_clause": round(float(views["held_fraction"]), 4),
-            "test_sentences": len(test), "train_sentences": len(train),
-            **{m: {"f1_at": {k: round(float(np.mean(v)), 4) for k, v in s.items()},
-                   "sd": {k: round(float(np.std(v)), 4) for k, v in s.items()}} for m, s in scores.items()}}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--languages", default="en,es")
-    args = parser.parse_args()
-    report = json.loads(OUT.read_text()) if OUT.exists() else {}
-    langs = report.get("languages", {})
-    for lang in [s.strip() for s in args.languages.split(",") if s.strip()]:
-        langs[lang] = language(lang)
-        keys = [*(str(n) for n in BUDGETS), "all"]
-        report.update({
-            "what": __doc__.split("\n\n")[0].replace("\n", " "), "methods": list(METHODS), "draws": DRAWS,
-            "languages": langs,
-            "means": {m: {k: round(float(np.mean([r[m]["f1_at"][k] for r in langs.values()])), 4) for k in keys}
-                      for m in METHODS},
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                     text=True).stdout.strip(),
-            "date": time.strftime("%Y-%m-%d"), "machine": {"cores": os.cpu_count(),
-                                                            "load_average": [round(x, 2) for x in os.getloadavg()]},
-            "command": " ".join(["python bench/studies/mention_readout.py", *sys.argv[1:]])})
-        OUT.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report.get("means"), indent=1))
+            "test_sentences": len(test), "train_sentences": len(train), **summary(scores)}
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, OUT, list(METHODS), language, "bench/studies/mention_readout.py")

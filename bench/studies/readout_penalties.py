@@ -15,12 +15,7 @@ Writes bench/studies/results/readout-penalties.json.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -32,13 +27,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench.real_sets import group_split, prepare  # noqa: E402
-from bench.real_text import draw  # noqa: E402
+from bench.studies.e3c_study import budgets, main, summary  # noqa: E402
 from gateway.domain.concepts.readout import (  # noqa: E402
     FEW_FOLDS, MANY_LABELS, READOUT_FOLDS, READOUTS, f1_of, fit_readout, normalise_rows)
 
 OUT = ROOT / "bench/studies/results/readout-penalties.json"
-BUDGETS = (50, 100, 200)
-DRAWS = 10
 METHODS = ("readout", "row_l2", "l1", "elastic_net", "row_l2_unweighted")
 
 
@@ -63,8 +56,7 @@ def language(lang: str) -> dict:
     train, test = group_split(ds)
     y_test = ds.y[test]
     scores: dict[str, dict[str, list[float]]] = {m: {} for m in METHODS}
-    for n in [*BUDGETS, "all"]:
-        draws = [train] if n == "all" else [draw(train, ds.y, n, d) for d in range(DRAWS)]
+    for n, draws in budgets(train, ds.y):
         for d, rows in enumerate(draws):
             y = ds.y[rows]
             preds = {}
@@ -79,32 +71,8 @@ def language(lang: str) -> dict:
                 scores[m].setdefault(str(n), []).append(f1_of(y_test, np.asarray(preds[m], np.int64)))
         print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in METHODS), flush=True)
     return {"test_sentences": len(test), "train_sentences": len(train),
-            **{m: {"f1_at": {k: round(float(np.mean(v)), 4) for k, v in s.items()},
-                   "sd": {k: round(float(np.std(v)), 4) for k, v in s.items()}} for m, s in scores.items()}}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--languages", default="en,es,fr,eu")
-    args = parser.parse_args()
-    report = json.loads(OUT.read_text()) if OUT.exists() else {}
-    langs = report.get("languages", {})
-    for lang in [s.strip() for s in args.languages.split(",") if s.strip()]:
-        langs[lang] = language(lang)
-        keys = [*(str(n) for n in BUDGETS), "all"]
-        report.update({
-            "what": __doc__.split("\n\n")[0].replace("\n", " "), "methods": list(METHODS), "draws": DRAWS,
-            "languages": langs,
-            "means": {m: {k: round(float(np.mean([r[m]["f1_at"][k] for r in langs.values()])), 4) for k in keys}
-                      for m in METHODS},
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                     text=True).stdout.strip(),
-            "date": time.strftime("%Y-%m-%d"), "machine": {"cores": os.cpu_count(),
-                                                            "load_average": [round(x, 2) for x in os.getloadavg()]},
-            "command": " ".join(["python bench/studies/readout_penalties.py", *sys.argv[1:]])})
-        OUT.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report.get("means"), indent=1))
+            **summary(scores)}
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, OUT, list(METHODS), language, "bench/studies/readout_penalties.py")
