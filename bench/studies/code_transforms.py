@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.real_sets import group_split, prepare  # noqa: E402
-from bench.studies.e3c_study import budgets, main, summary, tfidf_f1  # noqa: E402
-from gateway.domain.concepts.readout import f1_of, fit_readout  # noqa: E402
+from bench.real_sets import prepare  # noqa: E402
+from bench.studies.e3c_study import main, score_draws  # noqa: E402
+from gateway.domain.concepts.readout import fit_readout  # noqa: E402
 
 OUT = ROOT / "bench/studies/results/code-transforms.json"
 METHODS = ("codes", "log1p", "max_abs", "presence", "presence_idf", "codes_idf", "tfidf_lr")
@@ -65,22 +65,19 @@ def transforms(codes: sp.csr_matrix) -> dict[str, Callable[[sp.csr_matrix], sp.c
 def language(lang: str) -> dict:
     ds = prepare(f"e3c-{lang}")
     views = {name: f(ds.codes) for name, f in transforms(ds.codes).items()}
-    train, test = group_split(ds)
-    y_test = ds.y[test]
-    scores: dict[str, dict[str, list[float]]] = {m: {} for m in METHODS}
     picked: dict[str, dict[str, int]] = {m: {} for m in views}
-    for n, draws in budgets(train, ds.y):
-        for d, rows in enumerate(draws):
-            y = ds.y[rows]
-            for name, x in views.items():
-                fitted = fit_readout(x[rows], y, seed=d)
-                picked[name][fitted.readout] = picked[name].get(fitted.readout, 0) + 1
-                pred = (fitted.probability(x[test]) >= 0.5).astype(np.int64)
-                scores[name].setdefault(str(n), []).append(f1_of(y_test, pred))
-            scores["tfidf_lr"].setdefault(str(n), []).append(tfidf_f1(ds.texts, ds.y, rows, test, d))
-        print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in METHODS), flush=True)
-    return {"test_sentences": len(test), "train_sentences": len(train), "readout_picked": picked,
-            **summary(scores)}
+
+    def predict(rows: np.ndarray, test: np.ndarray, d: int) -> dict[str, np.ndarray]:
+        out = {}
+        for name, x in views.items():
+            fitted = fit_readout(x[rows], ds.y[rows], seed=d)
+            picked[name][fitted.readout] = picked[name].get(fitted.readout, 0) + 1
+            out[name] = (fitted.probability(x[test]) >= 0.5).astype(np.int64)
+        return out
+
+    found = score_draws(lang, ds, list(METHODS), predict)
+    return {"test_sentences": found.pop("test_sentences"), "train_sentences": found.pop("train_sentences"),
+            "readout_picked": picked, **found}
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What the E3C readout studies share: the budgets and draws, the command line (`--languages`), one report file updated a language at a time
+"""What the E3C readout studies share: the budgets and draws, each method scored on them, the command line (`--languages`), one report file updated a language at a time
 (each language's figures, the four languages' means of every method, commit, date, machine, command), and the
 TF-IDF baseline's F1 on a draw (bench/real_text.py's split and draws; the product's `_fit_tfidf`)."""
 
@@ -19,6 +19,29 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 BUDGETS = (50, 100, 200)
 DRAWS = 10
+
+
+Predict = Callable[[np.ndarray, np.ndarray, int], dict[str, np.ndarray]]
+"""(training rows, held-out rows, draw) -> each method's 0/1 predictions on the held-out rows."""
+
+
+def score_draws(lang: str, ds: Any, methods: list[str], predict: Predict) -> dict[str, Any]:
+    """Every method's F1 on the held-out sentences of bench/real_text.py's split, at each budget's draws: `predict`'s
+    methods, and TF-IDF + LR where `methods` lists "tfidf_lr"; each budget's means printed as it ends."""
+    from bench.real_sets import group_split
+    from gateway.domain.concepts.readout import f1_of
+
+    train, test = group_split(ds)
+    scores: dict[str, dict[str, list[float]]] = {m: {} for m in methods}
+    for n, draws in budgets(train, ds.y):
+        for d, rows in enumerate(draws):
+            preds = predict(rows, test, d)
+            if "tfidf_lr" in methods:
+                scores["tfidf_lr"].setdefault(n, []).append(tfidf_f1(ds.texts, ds.y, rows, test, d))
+            for m, pred in preds.items():
+                scores[m].setdefault(n, []).append(f1_of(ds.y[test], np.asarray(pred, np.int64)))
+        print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][n]):.3f}" for m in methods), flush=True)
+    return {"test_sentences": len(test), "train_sentences": len(train), **summary(scores)}
 
 
 def budgets(train: np.ndarray, y: np.ndarray) -> Iterator[tuple[str, list[np.ndarray]]]:

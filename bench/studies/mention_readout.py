@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.real_sets import E3C, group_split, prepare  # noqa: E402
-from bench.studies.e3c_study import budgets, main, summary, tfidf_f1  # noqa: E402
+from bench.real_sets import E3C, prepare  # noqa: E402
+from bench.studies.e3c_study import main, score_draws  # noqa: E402
 from contracts.sparse import max_pool_rows  # noqa: E402
-from gateway.domain.concepts.readout import f1_of, fit_readout  # noqa: E402
+from gateway.domain.concepts.readout import fit_readout  # noqa: E402
 from gateway.domain.concepts.scope import segments_holding  # noqa: E402
 from services.embedder.segments import segment_spans  # noqa: E402
 
@@ -77,22 +77,16 @@ def two_stage(x: sp.csr_matrix, y: np.ndarray, test: sp.csr_matrix, seed: int) -
 def language(lang: str) -> dict:
     ds = prepare(f"e3c-{lang}")
     views = read_as(ds, lang)
-    train, test = group_split(ds)
-    y_test = ds.y[test]
-    scores: dict[str, dict[str, list[float]]] = {m: {} for m in METHODS}
-    for n, draws in budgets(train, ds.y):
-        for d, rows in enumerate(draws):
-            y = ds.y[rows]
-            for m in ("document", "mention", "mention_with_document"):
-                fitted = fit_readout(views[m][rows], y, seed=d)
-                scores[m].setdefault(str(n), []).append(f1_of(y_test, (fitted.probability(views[m][test]) >= 0.5)
-                                                              .astype(np.int64)))
-            scores["two_stage"].setdefault(str(n), []).append(
-                f1_of(y_test, two_stage(views["document"][rows], y, views["document"][test], d)))
-            scores["tfidf_lr"].setdefault(str(n), []).append(tfidf_f1(ds.texts, ds.y, rows, test, d))
-        print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in METHODS), flush=True)
+
+    def predict(rows: np.ndarray, test: np.ndarray, d: int) -> dict[str, np.ndarray]:
+        y, out = ds.y[rows], {}
+        for m in ("document", "mention", "mention_with_document"):
+            out[m] = (fit_readout(views[m][rows], y, seed=d).probability(views[m][test]) >= 0.5).astype(np.int64)
+        out["two_stage"] = two_stage(views["document"][rows], y, views["document"][test], d)
+        return out
+
     return {"sentences_with_a_held_clause": round(float(views["held_fraction"]), 4),
-            "test_sentences": len(test), "train_sentences": len(train), **summary(scores)}
+            **score_draws(lang, ds, list(METHODS), predict)}
 
 
 if __name__ == "__main__":

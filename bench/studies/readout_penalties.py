@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.real_sets import group_split, prepare  # noqa: E402
-from bench.studies.e3c_study import budgets, main, summary  # noqa: E402
+from bench.real_sets import prepare  # noqa: E402
+from bench.studies.e3c_study import main, score_draws  # noqa: E402
 from gateway.domain.concepts.readout import (  # noqa: E402
-    FEW_FOLDS, MANY_LABELS, READOUT_FOLDS, READOUTS, f1_of, fit_readout, normalise_rows)
+    FEW_FOLDS, MANY_LABELS, READOUT_FOLDS, READOUTS, fit_readout, normalise_rows)
 
 OUT = ROOT / "bench/studies/results/readout-penalties.json"
 METHODS = ("readout", "row_l2", "l1", "elastic_net", "row_l2_unweighted")
@@ -53,25 +53,20 @@ def cv_fit(x: sp.csr_matrix, y: np.ndarray, seed: int, **kw):  # noqa: ANN003, A
 def language(lang: str) -> dict:
     ds = prepare(f"e3c-{lang}")
     unit = normalise_rows(ds.codes)
-    train, test = group_split(ds)
-    y_test = ds.y[test]
-    scores: dict[str, dict[str, list[float]]] = {m: {} for m in METHODS}
-    for n, draws in budgets(train, ds.y):
-        for d, rows in enumerate(draws):
-            y = ds.y[rows]
-            preds = {}
-            for name, readouts in (("readout", READOUTS), ("row_l2", {"row_l2": READOUTS["row_l2"]}),
-                                   ("l1", {"l1": READOUTS["l1"]})):
-                fitted = fit_readout(ds.codes[rows], y, seed=d, readouts=readouts)
-                preds[name] = (fitted.probability(ds.codes[test]) >= 0.5).astype(np.int64)
-            preds["elastic_net"] = cv_fit(unit[rows], y, d, solver="saga", l1_ratios=[0.5],
-                                          class_weight="balanced", max_iter=2000).predict(unit[test])
-            preds["row_l2_unweighted"] = cv_fit(unit[rows], y, d, solver="liblinear", l1_ratios=(0.0,), max_iter=500).predict(unit[test])
-            for m in METHODS:
-                scores[m].setdefault(str(n), []).append(f1_of(y_test, np.asarray(preds[m], np.int64)))
-        print(f"  {lang} {n}: " + ", ".join(f"{m} {np.mean(scores[m][str(n)]):.3f}" for m in METHODS), flush=True)
-    return {"test_sentences": len(test), "train_sentences": len(train),
-            **summary(scores)}
+
+    def predict(rows: np.ndarray, test: np.ndarray, d: int) -> dict[str, np.ndarray]:
+        y, out = ds.y[rows], {}
+        for name, readouts in (("readout", READOUTS), ("row_l2", {"row_l2": READOUTS["row_l2"]}),
+                               ("l1", {"l1": READOUTS["l1"]})):
+            fitted = fit_readout(ds.codes[rows], y, seed=d, readouts=readouts)
+            out[name] = (fitted.probability(ds.codes[test]) >= 0.5).astype(np.int64)
+        out["elastic_net"] = cv_fit(unit[rows], y, d, solver="saga", l1_ratios=[0.5], class_weight="balanced",
+                                    max_iter=2000).predict(unit[test])
+        out["row_l2_unweighted"] = cv_fit(unit[rows], y, d, solver="liblinear", l1_ratios=(0.0,),
+                                          max_iter=500).predict(unit[test])
+        return out
+
+    return score_draws(lang, ds, list(METHODS), predict)
 
 
 if __name__ == "__main__":
