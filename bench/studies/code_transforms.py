@@ -1,5 +1,5 @@
 """How the probe's codes are scaled before its readout, on E3C: the SAE run's document codes as they are (what a
-probe concept reads today), log1p of each activation, each feature divided by its largest activation in the
+probe concept reads by default), log1p of each activation, each feature divided by its largest activation in the
 corpus (max-abs), each feature's presence (0/1), and presence or activation weighted by the feature's inverse
 document frequency in the corpus (the features read as TF-IDF reads words). The scales are the corpus's own (every
 document of the run, labelled or not, no label read): a run's statistics hold them, so a probe could apply them to
