@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -31,14 +31,20 @@ SAMPLE_STRIDE = 16
 """`largest` reads every SAMPLE_STRIDE-th column of a row to bound its largest values from below."""
 
 
-def largest(sims: np.ndarray, depth: int) -> np.ndarray:
+def largest(sims: np.ndarray, depth: int, slack: np.ndarray | None = None,
+            steady: Callable[[int, np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """int64 [G, depth]: the columns of each row's `depth` largest values, largest first, equal values by column
     (of several values equal to the depth-th, those of the first columns).
 
+    With `slack` [G] and `steady`, `sims` holds approximations (each within slack / 2 of its true value) whose last
+    bits may change from call to call, as a float32 product's do with the block of rows it was computed in: every
+    column within slack of the depth-th largest is a candidate, and `steady(g, cols)` values those whose order
+    the approximations leave open (`steady_order`) nearer the truth, the same way in every call.
+
     A row's values at or above a bound hold its `depth` largest whenever at least `depth` of them are, so only
     those are partitioned: the bound is the 2·depth/SAMPLE_STRIDE-th largest of every SAMPLE_STRIDE-th column
-    (about 2·depth values pass it; a row where fewer than `depth` do is read whole). Over 50,000 columns that is
-    a third of the time of partitioning every row whole."""
+    (about 2·depth values pass it; a row where fewer than `depth` do, or whose candidates reach below it, is read
+    whole). Over 50,000 columns that is a third of the time of partitioning every row whole."""
     rows, width = sims.shape
     depth = min(depth, width)
     out = np.empty((rows, depth), np.int64)
@@ -55,6 +61,14 @@ def largest(sims: np.ndarray, depth: int) -> np.ndarray:
     for g in range(rows):
         cols = kept[g] if kept is not None and len(kept[g]) >= depth else whole
         values = sims[g, cols]
+        if steady is not None and slack is not None:
+            if len(cols) > depth:
+                low = np.partition(values, len(values) - depth)[len(values) - depth] - slack[g]
+                if cols is not whole and low < bound[g]:  # candidates below the bound: the whole row
+                    cols, values = whole, sims[g]
+                cols = cols[(values >= low) & (values > -np.inf)]  # banned columns (-inf) never
+            out[g] = cols[steady_order(sims[g, cols], slack[g], lambda c: steady(g, cols[c]))[:depth]]
+            continue
         if len(cols) > depth:  # the depth-th largest value; all above it, and the first columns equal to it
             kth = np.partition(values, len(values) - depth)[len(values) - depth]
             above, tied = values > kth, values == kth
@@ -62,6 +76,24 @@ def largest(sims: np.ndarray, depth: int) -> np.ndarray:
             cols, values = cols[keep], values[keep]
         out[g] = cols[np.argsort(-values, kind="stable")]
     return out
+
+
+def steady_order(approx: np.ndarray, slack: float, steady: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Positions of `approx` in the order of their steady values, largest first, equal ones by position. Each
+    approximation is within slack / 2 of the true value and each steady value within slack / 200, so two
+    approximations more than slack apart are in the steady values' order: only runs of approximations closer than
+    that (clusters) are valued again, by `steady(positions)`, and ordered within themselves."""
+    order = np.argsort(-approx, kind="stable")
+    close = -np.diff(approx[order]) <= slack  # [C - 1]: each value and the next in one cluster
+    tied = np.zeros(len(order), bool)
+    tied[:-1] |= close
+    tied[1:] |= close
+    at = np.flatnonzero(tied)  # every cluster's positions in `order`, contiguous, clusters in order
+    if len(at):
+        cluster = np.cumsum(np.concatenate([[True], ~close]))[at]
+        members = order[at]
+        order[at] = members[np.lexsort((members, -steady(members), cluster))]
+    return order
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -97,16 +129,33 @@ class Neighbours:
         self._pool: np.ndarray | None = None if sample is None else sample[0]
         """[SEARCHED] the distinct vectors searched, ascending (None: all of them)."""
         self._space = self._distinct if sample is None else sample[1]  # [P, d], contiguous
+        self._max_norm = float(np.linalg.norm(self._distinct, axis=1).max()) if len(self._distinct) else 0.0
 
     def _nearest(self, groups: np.ndarray, depth: int, banned: np.ndarray | None = None, *,
                  everywhere: bool = False) -> np.ndarray:
         """[G, depth] the distinct vectors nearest to each of `groups` among those searched (`everywhere`: among
-        all), nearest first (`banned` [U] excluded; depth at most the searched ones not banned)."""
+        all), nearest first (`banned` [U] excluded; depth at most the searched ones not banned).
+
+        The float32 product finds the candidates; where it leaves their order open (values closer than its
+        rounding) they are ordered by dot products in float64 (each product exact), computed one row at a time by
+        numpy's pairwise sum, the same whatever the block, the thread or the process: with OpenBLAS a float32 row's last bits depend on its slot in
+        the block and the block's size, so on which anchors happened to share it, and so on which process drew a
+        group first."""
         pool = None if everywhere else self._pool
-        sims = self._distinct[groups] @ (self._distinct if everywhere else self._space).T  # [G, P]
+        space = self._distinct if everywhere else self._space
+        queries = self._distinct[groups]  # [G, d]
+        sims = queries @ space.T  # [G, P]
         if banned is not None:
             sims[:, banned if pool is None else banned[pool]] = -np.inf
-        top = largest(sims, depth)
+        # |float32 dot - true dot| <= d·2^-24·|q|·|v| in any order of the sum; twice that between two of them
+        slack = 2.0 * queries.shape[1] * 2.0 ** -24 * np.linalg.norm(queries, axis=1) * self._max_norm * 1.01
+
+        def steady(g: int, cols: np.ndarray) -> np.ndarray:
+            products = space[cols].astype(np.float64)
+            products *= queries[g].astype(np.float64)  # in place: a second [C, d] array costs more than the sums
+            return products.sum(axis=1)
+
+        top = largest(sims, depth, slack, steady)
         return top if pool is None else pool[top]
 
     def prefetch(self, anchors: Iterable[int]) -> None:

@@ -260,3 +260,37 @@ def test_largest_are_each_rows_largest_values_largest_first_equal_ones_by_column
     assert got.shape == (9, min(depth, width))
     for row, cols in zip(sims, got):
         np.testing.assert_array_equal(cols, np.lexsort((np.arange(width), -row))[:len(cols)])  # value down, column up
+
+
+def test_neighbours_do_not_depend_on_the_anchors_that_share_their_block():
+    """A float32 product's last bits depend on the block a row is computed in (its slot, the block's size): an
+    anchor's list is the same alone, in a block of 64, at another slot, or with other anchors known before, so
+    that a run's hard negatives do not depend on which process drew a group first. Near-equal neighbours
+    (similarities within float32 rounding of each other) make any such dependence change the order."""
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+    from services.interpreter.corpus import Corpus
+
+    rng = np.random.default_rng(7)
+    d, n = 384, 3_000
+    centre = rng.normal(size=d)
+    vectors = centre + 2e-3 * rng.normal(size=(n, d))  # every similarity within ~1e-5 of the others
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    corpus = Corpus(pa.array([f"t{i}" for i in range(n)]), np.arange(n), vectors,
+                    sp.csc_matrix((n, 4), dtype=np.float32))
+    assert len(corpus.distinct.vectors) == n
+    anchors = rng.choice(n, 200, replace=False).tolist()
+    groups = corpus.distinct.group[anchors].tolist()  # the distinct vectors the lists are kept by
+    lists = []
+    for order, block in [(anchors, 64), (anchors[::-1], 64), (anchors[5:] + anchors[:5], 64), (anchors, 1),
+                         (anchors, 13)]:
+        found = Neighbours(corpus, depth=300, block=block)
+        found.prefetch(order[:37])  # some known before the rest: the blocks of the second call differ
+        found.prefetch(order)
+        lists.append({g: found._near[g].tolist() for g in groups})
+    for other in lists[1:]:
+        assert other == lists[0]
+    distinct = corpus.distinct.vectors.astype(np.float64)
+    sims = distinct @ distinct[groups[0]]
+    assert lists[0][groups[0]][:50] == np.lexsort((np.arange(n), -sims))[:50].tolist()  # nearest first, exactly
