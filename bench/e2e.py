@@ -34,7 +34,8 @@ nothing (search hits and name scores are noise); what such a run measures is tim
     nice -n 19 python bench/e2e.py --n 2000 --embedding computed
     nice -n 19 python bench/e2e.py --n 200000 --embedding imported [--mode distributed]
     timeout 540 python bench/e2e.py --n 200000 --embedding imported; python bench/e2e.py --resume /tmp/prisma-e2e-…
-    nice -n 19 python bench/e2e.py --n 200000 --embedding imported --until sae   # then copy the data dir, --resume each copy
+    nice -n 19 python bench/e2e.py --n 200000 --embedding imported --until sae   # then keep a copy of the data dir;
+    # --resume it, put the copy back at the same path (artifact URIs are absolute) and --resume again
     nice -n 19 python bench/e2e.py --make-donors
     nice -n 19 python bench/e2e.py --make-query-model /tmp/bert768 --dim 768
     nice -n 19 python bench/e2e.py --n 200000 --embedding imported --dim 768 --expansion 16 --query-model /tmp/bert768
