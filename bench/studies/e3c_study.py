@@ -1,6 +1,7 @@
-"""What the E3C readout studies share: the budgets and draws, each method scored on them, the command line (`--languages`), one report file updated a language at a time
-(each language's figures, the four languages' means of every method, commit, date, machine, command), and the
-TF-IDF baseline's F1 on a draw (bench/real_text.py's split and draws; the product's `_fit_tfidf`)."""
+"""What the E3C readout studies share: the budgets and draws, each method scored on them, the command line
+(`--languages`), one report file updated a language at a time (each language's figures, the four languages' means
+of every method, commit, date, machine, command), and the TF-IDF baseline's F1 on a draw (bench/real_text.py's
+split and draws; the product's `_fit_tfidf`)."""
 
 from __future__ import annotations
 

@@ -50,6 +50,7 @@ def largest(sims: np.ndarray, depth: int, slack: np.ndarray | None = None,
     out = np.empty((rows, depth), np.int64)
     if not rows or not depth:
         return out
+    slack = np.zeros(rows) if slack is None else slack
     sample = sims[:, ::SAMPLE_STRIDE]
     rank = 2 * depth // SAMPLE_STRIDE
     kept: list[np.ndarray] | None = None
@@ -61,29 +62,26 @@ def largest(sims: np.ndarray, depth: int, slack: np.ndarray | None = None,
     for g in range(rows):
         cols = kept[g] if kept is not None and len(kept[g]) >= depth else whole
         values = sims[g, cols]
-        if steady is not None and slack is not None:
-            if len(cols) > depth:
-                low = np.partition(values, len(values) - depth)[len(values) - depth] - slack[g]
-                if cols is not whole and low < bound[g]:  # candidates below the bound: the whole row
-                    cols, values = whole, sims[g]
-                cols = cols[(values >= low) & (values > -np.inf)]  # banned columns (-inf) never
-            out[g] = cols[steady_order(sims[g, cols], slack[g], lambda c: steady(g, cols[c]))[:depth]]
-            continue
-        if len(cols) > depth:  # the depth-th largest value; all above it, and the first columns equal to it
-            kth = np.partition(values, len(values) - depth)[len(values) - depth]
-            above, tied = values > kth, values == kth
-            keep = above | (tied & (np.cumsum(tied) <= depth - int(above.sum())))
+        if len(cols) > depth:  # the candidates: within slack of the depth-th largest value, and all above it
+            low = np.partition(values, len(values) - depth)[len(values) - depth] - slack[g]
+            if cols is not whole and low < bound[g]:  # candidates below the bound: the whole row
+                cols, values = whole, sims[g]
+            keep = values >= low
             cols, values = cols[keep], values[keep]
-        out[g] = cols[np.argsort(-values, kind="stable")]
+        order = steady_order(values, slack[g], None if steady is None else lambda c: steady(g, cols[c]))
+        out[g] = cols[order[:depth]]  # cols ascending: equal values by column
     return out
 
 
-def steady_order(approx: np.ndarray, slack: float, steady: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def steady_order(approx: np.ndarray, slack: float, steady: Callable[[np.ndarray], np.ndarray] | None) -> np.ndarray:
     """Positions of `approx` in the order of their steady values, largest first, equal ones by position. Each
     approximation is within slack / 2 of the true value and each steady value within slack / 200, so two
     approximations more than slack apart are in the steady values' order: only runs of approximations closer than
-    that (clusters) are valued again, by `steady(positions)`, and ordered within themselves."""
+    that (clusters) are valued again, by `steady(positions)`, and ordered within themselves (without `steady`, the
+    approximations' own order). -inf values (banned) are never valued: they stay last, by position."""
     order = np.argsort(-approx, kind="stable")
+    if steady is None:
+        return order
     close = -np.diff(approx[order]) <= slack  # [C - 1]: each value and the next in one cluster
     tied = np.zeros(len(order), bool)
     tied[:-1] |= close
@@ -138,9 +136,9 @@ class Neighbours:
 
         The float32 product finds the candidates; where it leaves their order open (values closer than its
         rounding) they are ordered by dot products in float64 (each product exact), computed one row at a time by
-        numpy's pairwise sum, the same whatever the block, the thread or the process: with OpenBLAS a float32 row's last bits depend on its slot in
-        the block and the block's size, so on which anchors happened to share it, and so on which process drew a
-        group first."""
+        numpy's pairwise sum, the same whatever the block, the thread or the process: with OpenBLAS a float32
+        row's last bits depend on its slot in the block and the block's size, so on which anchors happened to
+        share it, and so on which process drew a group first."""
         pool = None if everywhere else self._pool
         space = self._distinct if everywhere else self._space
         queries = self._distinct[groups]  # [G, d]

@@ -1,8 +1,8 @@
 """Naming, however it is sped up, names as it did: the reference corpus's names, scores, thresholds,
 precision curves and reasons match naming_fixture/naming_expected.json, written by the code before the speed-ups
 (tests/interpreter/naming_reference.py; rewritten since only where neighbours that tie in a float32 product came to
-be ordered by their exact dot products: the evidence of 4 of the 96 features, no name); both named in a process whose arithmetic every x86-64 CPU with AVX2
-does alike (naming_reference.PINNED)."""
+be ordered by their exact dot products: the evidence of 4 of the 96 features, no name); both named in a process
+whose arithmetic every x86-64 CPU with AVX2 does alike (naming_reference.PINNED)."""
 
 from __future__ import annotations
 
