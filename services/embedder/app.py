@@ -44,7 +44,7 @@ def create_app(settings: EmbedderSettings | None = None, *, models: ModelCache |
     app = FastAPI(title="Prisma embedder", version="0.1.0",
                   description="Text -> vectors with chunk-and-average (no token dropped).", **NO_DOCS)
     app.state.settings = settings
-    app.state.models = models or ModelCache.from_settings(settings)
+    app.state.models = models or ModelCache.shared(settings)
     configure_threads(settings.threads)
     protected = [Depends(require_token)]
 

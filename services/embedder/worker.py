@@ -33,7 +33,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     """Load the default model once; later models join the same cache, keyed by (path, device)."""
     settings = get_settings()
     configure_threads(settings.threads)
-    models = ModelCache.from_settings(settings)
+    models = ModelCache.shared(settings)  # the embedder app's, where it runs in this process too
     await asyncio.to_thread(models.get, None)
     ctx.update(settings=settings, models=models, store=ArtifactStore(settings.artifact_root))
 

@@ -11,7 +11,9 @@ import pytest
 from contracts.embed import EmbeddingRunSpec, EmbedJobPayload, EmbedJobResult
 from contracts.jobs import Progress, dump_job_data, load_job_data
 from services.embedder import worker
-from services.embedder.config import get_settings
+from services.embedder.app import create_app
+from services.embedder.config import EmbedderSettings, get_settings
+from services.embedder.models import ModelCache
 
 pytestmark = pytest.mark.anyio
 
@@ -44,6 +46,17 @@ def test_worker_settings_are_json_on_the_embedder_queue() -> None:
     job = {"t": 1, "f": "embed_run", "a": [{"run_id": 1}], "k": {}, "et": 123}
     assert load_job_data(dump_job_data(job)) == job
     assert load_job_data(json.dumps(job).encode()) == job  # what the gateway enqueues
+
+
+async def test_the_app_and_the_worker_in_one_process_load_a_model_once() -> None:
+    """Embedded mode runs the embedder app (text search, an import's query model) and its worker (embedding runs,
+    naming's labels) in one process: they share one cache, so a model's weights are held once, not twice."""
+    ctx: dict[str, Any] = {}
+    await worker.startup(ctx)
+    app = create_app(EmbedderSettings(artifact_root="file:///elsewhere"))  # as embedded mode makes it
+    assert app.state.models is ctx["models"]
+    assert app.state.models.get(None).model is ctx["models"].get(None).model
+    assert ModelCache.shared(EmbedderSettings(precision="fp32")) is not ctx["models"]  # other settings, another cache
 
 
 async def test_embed_run_reports_progress_and_returns_json(store, snapshot, make_corpus, settings, models) -> None:
