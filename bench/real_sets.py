@@ -52,6 +52,15 @@ LAYER3_SEED = 0
 POSITIVE = "not_actual"
 EMBEDDING = {"segments": True}
 """The product's default embedding run as the dataset page sends it: default model, clauses on."""
+
+
+def use_segment_unit(unit: str) -> None:
+    """Embed the sets' segments as `unit` (the product's default, clauses, unless a bench asks for another); each
+    unit's sets are cached apart (/tmp/prisma-bench/real-<unit>)."""
+    global CACHE
+    if unit != "clause":
+        EMBEDDING["segment_unit"] = unit
+        CACHE = CACHE.parent / f"real-{unit}"
 VERSION = 1
 
 

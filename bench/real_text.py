@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench.cue_regex import CUES, cue_regex
+from bench import real_sets
 from bench.real_sets import LANGUAGES, LAYER3_CHARS, group_split, prepare
 from gateway.domain.concepts.baselines import _fit_tfidf
 from gateway.domain.concepts.probe import fit_probe
@@ -188,7 +189,10 @@ def main() -> None:
     parser.add_argument("--languages", default=",".join(LANGUAGES))
     parser.add_argument("--layer3-chars", type=int, default=LAYER3_CHARS)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--segment-unit", default="clause", help="the embedding run's segment unit: clause (the "
+                        "product's default), sentence or token")
     args = parser.parse_args()
+    real_sets.use_segment_unit(args.segment_unit)
     wanted = [s.strip() for s in args.languages.split(",") if s.strip()]
     report = json.loads(args.out.read_text()) if args.out.exists() else {}
     langs = report.get("languages", {})
@@ -208,7 +212,7 @@ def write(out: Path, report: dict, langs: dict, cap: int) -> None:
         "positive": "not_actual", "budgets": keys, "draws": DRAWS, "methods": list(METHODS),
         "probe_path": "gateway.domain.concepts.readout.fit_readout on the SAE run's codes (the product's probe "
                       "function, called directly, not through POST /api/v1/concepts)",
-        "layer3_cap_chars": cap,
+        "layer3_cap_chars": cap, "embedding_request": real_sets.EMBEDDING,
         "languages": langs, "missing_languages": [lang for lang in LANGUAGES if lang not in langs],
         "means": {"languages": list(langs), **means},
         "goals": goals(langs, means), "goals_probe_l1": goals(langs, means, "probe_l1"),

@@ -153,11 +153,16 @@ class EmbeddingRunSpec(BaseModel):
         "turns it on): it adds the segments' time and storage (~36 float16 clause vectors a demo note; "
         "`document_vectors: 'segments'` then saves reading the notes again).",
     )
-    segment_unit: Literal["clause", "sentence"] = Field(
+    segment_unit: Literal["clause", "sentence", "token"] = Field(
         default="clause",
         description="What a segment is (with `segments`): a clause (a sentence cut after `,` `;` `:` and "
-        "before `ma`, `but`, …: where a hedge's or a negation's scope ends; the default, it measured "
-        "better) or a whole sentence. See services/embedder/segments.py.",
+        "before `ma`, `but`, …: where a hedge's or a negation's scope ends; the default), a whole sentence, or "
+        "a token: each word piece's last hidden state as the model read it in its note, kept from the "
+        "documents' own pass (the note is read once, whatever `document_vectors` says; about six pieces a "
+        "clause, so six times the segments' storage). An SAE on token segments reads a note as the max over "
+        "its pieces' codes, where a cue word and the words it governs are features of their own: on the E3C "
+        "clinical cases it beat clauses and TF-IDF at every label budget (bench/studies/results/"
+        "token-features.json). See services/embedder/segments.py.",
     )
     document_vectors: Literal["encoded", "segments"] = Field(
         default="encoded",
@@ -183,6 +188,9 @@ class EmbeddingRunSpec(BaseModel):
         if value == "segments" and not info.data.get("segments"):
             raise ValueError("'segments' makes each document's vector from its segments' vectors, so it needs "
                              "segments: true")
+        if value == "segments" and info.data.get("segment_unit") == "token":
+            raise ValueError("'segments' does not apply to segment_unit 'token': its pieces come from the "
+                             "documents' own pass, which gives the documents' vectors; leave it 'encoded'")
         return value
 
 
@@ -224,6 +232,7 @@ class EmbedJobResult(BaseModel):
         description="Segment shards in order (.npz, arrays as SEGMENT_ARRAYS); empty unless spec.segments.",
     )
     n_segments: int = Field(default=0, description="Segments over all documents (0 unless spec.segments).")
+    segment_unit: str | None = Field(default=None, description="What a segment is (spec.segment_unit), with segments.")
     n_segments_computed: int = Field(default=0, description="Segments of the shards this invocation computed.")
     n_segments_embedded: int = Field(
         default=0, description="Of those, the ones the model embedded: each distinct text (after the tokenizer's "

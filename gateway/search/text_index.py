@@ -191,6 +191,14 @@ def segment_shards(store: ArtifactStore, uris: list[str]) -> Iterator[dict[str, 
             yield {name: z[name] for name in ("vectors", "position", "char_start", "char_end")}
 
 
+def rankable_segments(result: dict) -> list[str]:
+    """The URIs of the segment shards an embedding run's text search ranks notes by: none for token segments (a
+    piece's state in its note is not in the space of a query's pooled vector)."""
+    if result.get("segment_unit") == "token":
+        return []
+    return [s["uri"] for s in result.get("segments") or []]
+
+
 def ensure_segment_ranker(factory: sessionmaker[Session], store: ArtifactStore, run_id: int, *,
                           max_distinct: int) -> str | None:
     """The URI of the run's segment ranker (segment_rank.py), built (and catalogued) first if it is
@@ -203,7 +211,7 @@ def ensure_segment_ranker(factory: sessionmaker[Session], store: ArtifactStore, 
         if run is None or run.status != "succeeded" or not (run.result or {}).get("shards"):
             raise LookupError(f"embedding run {run_id} has no vectors to search")
         shards = [s["uri"] for s in run.result["shards"]]
-        segments = [s["uri"] for s in run.result.get("segments") or []]
+        segments = rankable_segments(run.result)
         key = segments_key(run_id)
         uri = _catalogued(session, run_id, key, store, segment_rank.KIND) if segments else None
     if uri is None and segments:

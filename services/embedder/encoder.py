@@ -60,6 +60,14 @@ class ChunkVectors(NamedTuple):
     vectors: np.ndarray  # float32 [C, d]: pooled, before averaging and normalisation
 
 
+class TokenStates(NamedTuple):
+    """Every content token's last hidden state, read in its chunk (`embed_texts(token_states=True)`)."""
+
+    states: np.ndarray  # float32 [T, d]: as the model gave them (not normalised), texts back to back
+    starts: np.ndarray  # int64 [D + 1]: text i's tokens are rows starts[i]:starts[i + 1]
+    offsets: list[list[tuple[int, int]]]  # per text, per token: (char start, char end)
+
+
 class Embedded(NamedTuple):
     """Document vectors in input order, with their chunks."""
 
@@ -67,6 +75,7 @@ class Embedded(NamedTuple):
     chunks: ChunkVectors
     n_chunks: np.ndarray  # int64 [D]
     n_tokens: np.ndarray  # int64 [D]: tokens fed to the model, specials included
+    tokens: TokenStates | None = None  # with token_states=True
 
 
 def configure_threads(threads: int | None) -> int:
@@ -157,6 +166,7 @@ def forward_chunks(
     on_tokens: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     pad_multiple: int = 1,
+    on_hidden: Callable[[np.ndarray, torch.Tensor], None] | None = None,
 ) -> np.ndarray:
     """float32 [C, d]: every chunk's pooled vector, computed in batches of chunks padded to one
     width that depends on each chunk's own length only (`padded_length`), so that a chunk's
@@ -181,6 +191,8 @@ def forward_chunks(
         hidden = lm.model(  # [B, L, d]
             input_ids=batch.input_ids, attention_mask=batch.attention_mask
         ).last_hidden_state
+        if on_hidden is not None:  # the chunks' token states, before pooling (rows of disjoint chunks)
+            on_hidden(idx, hidden)
         if pooling == "model":
             pooled = st_pool(hidden, batch.attention_mask, lm.st.pooling_modes)  # type: ignore[union-attr]
         else:
@@ -247,19 +259,32 @@ def embed_texts(
     on_tokens: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     pad_multiple: int = 1,
+    token_states: bool = False,
 ) -> Embedded:
     """Chunk-and-average embeddings of `texts`, in input order; no token is dropped.
 
     `on_tokens(done, total)` reports tokens fed so far; `should_stop()` is polled per batch. `pad_multiple`
     (chunking.padded_length): an embedding run's and POST /passages pass their spec's; queries and labels,
-    compared with a run's vectors but never equal to one, keep 1 whatever the run.
+    compared with a run's vectors but never equal to one, keep 1 whatever the run. `token_states`: also keep
+    every content token's last hidden state from the same forward passes (`Embedded.tokens`); the vectors
+    are the same either way.
     """
     pooling = effective_pooling(lm, pooling)
     tok = tokenize_texts(lm, texts)
     plan = chunk_token_windows(tok.n_tokens, lm.window)
+    states = np.empty((len(tok.ids), lm.dim), dtype=np.float32) if token_states else None  # [T, d]
+
+    def keep(idx: np.ndarray, hidden: torch.Tensor) -> None:
+        rows = hidden.float().cpu().numpy()  # [B, L, d]
+        p = len(lm.prefix_ids)
+        for r, c in enumerate(idx.tolist()):
+            n, first = int(plan.lengths[c]), int(tok.starts[plan.doc[c]] + plan.start[c])
+            states[first:first + n] = rows[r, p:p + n]  # type: ignore[index]
+
     chunk_vecs = forward_chunks(
         lm, tok, plan, pooling=pooling, batch_tokens=batch_tokens or default_batch_tokens(lm.device),
         max_batch_size=max_batch_size, on_tokens=on_tokens, should_stop=should_stop, pad_multiple=pad_multiple,
+        on_hidden=keep if token_states else None,
     )
     n_chunks = np.bincount(plan.doc, minlength=len(texts)).astype(np.int64)  # [D]
     vectors = np.zeros((len(texts), lm.dim), dtype=np.float32)  # [D, d]
@@ -273,7 +298,8 @@ def embed_texts(
         char_start=char_start, char_end=char_end, vectors=chunk_vecs,
     )
     n_tokens = tok.n_tokens + n_chunks * lm.n_special
-    return Embedded(vectors=vectors, chunks=chunks, n_chunks=n_chunks, n_tokens=n_tokens)
+    tokens = None if states is None else TokenStates(states, tok.starts, tok.offsets)
+    return Embedded(vectors=vectors, chunks=chunks, n_chunks=n_chunks, n_tokens=n_tokens, tokens=tokens)
 
 
 def chunk_char_spans(offsets: list[list[tuple[int, int]]], plan: ChunkPlan) -> tuple[np.ndarray, np.ndarray]:

@@ -17,10 +17,10 @@ from contracts.model_allowlist import canonical_encoder
 from contracts.packed import PackedArray
 from services.embedder.batching import Batcher
 from services.embedder.config import EmbedderSettings
-from services.embedder.encoder import Embedded, default_batch_tokens, embed_texts
+from services.embedder.encoder import Embedded, default_batch_tokens
 from services.embedder.errors import RequestTooLargeError
 from services.embedder.models import LoadedModel, ModelCache
-from services.embedder.segments import SegmentVectors, documents_from_segments, embed_segments
+from services.embedder.segments import TOKEN, SegmentVectors, embed_documents, embed_segments
 
 
 def check_passages(texts: Sequence[str], *, max_texts: int, max_chars: int) -> None:
@@ -37,13 +37,11 @@ def _embed(lm: LoadedModel, texts: Sequence[str], spec: EmbeddingRunSpec, settin
     kw = {"pooling": spec.pooling, "normalize": spec.normalize,
           "batch_tokens": spec.batch_tokens or settings.batch_tokens or default_batch_tokens(lm.device),
           "max_batch_size": settings.max_batch_size, "pad_multiple": spec.pad_multiple}
-    segments = embedded = None
-    if spec.segments:
-        segments = embed_segments(lm, texts, unit=spec.segment_unit, **kw)
-    if documents and spec.document_vectors == "segments":  # a run's documents from its segments': no second pass
-        embedded = documents_from_segments(segments, len(texts), normalize=spec.normalize, n_special=lm.n_special)
-    elif documents:
-        embedded = embed_texts(lm, texts, **kw)
+    if not documents and not (spec.segments and spec.segment_unit == TOKEN):  # segments alone: no documents' pass
+        return None, (embed_segments(lm, texts, unit=spec.segment_unit, **kw) if spec.segments else None)
+    embedded, segments = embed_documents(lm, texts, segments=spec.segments, unit=spec.segment_unit,
+                                         documents=spec.document_vectors, **kw)
+    embedded = embedded if documents else None
     return embedded, segments
 
 

@@ -20,10 +20,10 @@ from contracts.embed import EmbedJobPayload, EmbedJobResult
 from contracts.jobs import Progress
 from services.embedder.config import EmbedderSettings
 from services.embedder.distinct import SegmentCache
-from services.embedder.encoder import configure_threads, default_batch_tokens, embed_texts
+from services.embedder.encoder import configure_threads, default_batch_tokens
 from services.embedder.errors import EmptyDatasetError, RunCancelledError, RunSpecMismatchError
 from services.embedder.models import LoadedModel, ModelCache
-from services.embedder.segments import documents_from_segments, embed_segments
+from services.embedder.segments import embed_documents
 from services.embedder.shards import (
     ShardStats,
     iter_snapshot_shards,
@@ -150,16 +150,9 @@ class ShardWork:
         kw = {"pooling": spec.pooling, "normalize": spec.normalize, "batch_tokens": self.batch_tokens,
               "max_batch_size": self.settings.max_batch_size, "should_stop": self.should_stop,
               "pad_multiple": spec.pad_multiple}
-        segments = None
-        if spec.document_vectors == "segments":  # the documents' vectors from their segments': one pass
-            segments = embed_segments(self.lm, texts, unit=spec.segment_unit, cache=self.segment_cache,
-                                      on_tokens=on_tokens, **kw)
-            embedded = documents_from_segments(segments, len(texts), normalize=spec.normalize,
-                                               n_special=self.lm.n_special)
-        else:
-            embedded = embed_texts(self.lm, texts, on_tokens=on_tokens, **kw)
-            if spec.segments:
-                segments = embed_segments(self.lm, texts, unit=spec.segment_unit, cache=self.segment_cache, **kw)
+        embedded, segments = embed_documents(self.lm, texts, segments=spec.segments, unit=spec.segment_unit,
+                                             documents=spec.document_vectors, cache=self.segment_cache,
+                                             on_tokens=on_tokens, **kw)
         if segments is not None:
             self.segments_computed += len(segments.doc)
             self.segments_embedded += segments.n_embedded
@@ -217,6 +210,7 @@ def build_result(
         shards=[s.embeddings for s in stats], chunks=[s.chunks for s in stats],
         segments=[s.segments for s in stats if s.segments is not None],
         n_segments=sum(s.n_segments for s in stats), seconds=seconds,
+        segment_unit=payload.spec.segment_unit if payload.spec.segments else None,
         docs_per_s=computed_docs / seconds if seconds > 0 else 0.0,
         tokens_per_s=computed_tokens / seconds if seconds > 0 else 0.0,
         chunks_per_doc_histogram={str(k): v for k, v in sorted(histogram.items())},

@@ -40,7 +40,8 @@ from services.embedder.encoder import ChunkVectors, Embedded, embed_texts
 from services.embedder.models import LoadedModel
 
 MAX_WORDS = 100  # ≈ 128-200 MiniLM word pieces of Italian clinical text: within its 256-token window
-UNITS = ("clause", "sentence")
+UNITS = ("clause", "sentence")  # cut from the text (`split_segments`); TOKEN is read from the documents' pass
+TOKEN = "token"
 DEFAULT_UNIT = "clause"
 #: Lower-case words that open a clause inside a sentence: contrast and exception, where a negation's
 #: or a hedge's scope ends (NegEx's termination terms). Italian and English.
@@ -237,3 +238,54 @@ def documents_from_segments(seg: SegmentVectors, n_docs: int, *, normalize: bool
                           char_end=seg.char_end.astype(np.int32), vectors=seg.vectors)
     n_tokens = np.bincount(seg.doc, weights=seg.n_tokens, minlength=n_docs).astype(np.int64)
     return Embedded(vectors, chunks, n_chunks, n_tokens)
+
+
+def token_segments(texts: Sequence[str], emb: Embedded) -> SegmentVectors:
+    """Unit "token": each content word piece of each text a segment of its own, its vector the piece's
+    last hidden state as the model read it in its text's chunk (`embed_texts(token_states=True)`: the
+    documents' own pass, so the text is read once), at unit norm; its span the piece's characters less
+    the white space a piece carries before its word. A negation or a hedge changes the states of the
+    words it governs, and a cue word is a piece of its own, so a token feature keeps what a clause's mean
+    averages away (bench/studies/results/token-features.json). Pieces of white space alone are left out;
+    a text left without any keeps one row, its whole span with its document's vector, so every document
+    has a row. Nothing is cached: a piece's state depends on its context."""
+    if emb.tokens is None:
+        raise ValueError("token segments need the documents' token states: embed_texts(token_states=True)")
+    tok = emb.tokens
+    doc, start, end, rows = [], [], [], []
+    for i, text in enumerate(texts):
+        kept = 0
+        for j, (a, b) in enumerate(tok.offsets[i]):
+            piece = text[a:b]
+            a += len(piece) - len(piece.lstrip())
+            b -= len(piece) - len(piece.rstrip())
+            if b > a:
+                doc.append(i), start.append(a), end.append(b), rows.append(int(tok.starts[i]) + j)
+                kept += 1
+        if not kept:
+            whole = _trim(text, Span(0, len(text))) or Span(0, len(text))
+            doc.append(i), start.append(whole.start), end.append(whole.end), rows.append(-1 - i)
+    picked = np.asarray(rows, dtype=np.int64)
+    vectors = np.where(picked[:, None] >= 0, tok.states[np.maximum(picked, 0)],
+                       emb.vectors[np.maximum(-1 - picked, 0)]).astype(np.float32)  # [S, d]
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return SegmentVectors(np.asarray(doc, dtype=np.int64), np.asarray(start, dtype=np.int32),
+                          np.asarray(end, dtype=np.int32), vectors, np.ones(len(doc), dtype=np.int64), 0)
+
+
+def embed_documents(lm: LoadedModel, texts: Sequence[str], *, segments: bool, unit: str, documents: str,
+                    cache: SegmentCache | None = None, on_tokens: Any = None, **embed_kw: Any
+                    ) -> tuple[Embedded, SegmentVectors | None]:
+    """A run's documents and (with `segments`) their segments of `unit`: one pass for unit "token" (the
+    documents' own) and for `documents` "segments" (the documents' vectors the mean of their segments'),
+    else the documents' pass and the segments' own. `on_tokens` follows the pass that reads the documents."""
+    if segments and unit == TOKEN:
+        embedded = embed_texts(lm, texts, on_tokens=on_tokens, token_states=True, **embed_kw)
+        return embedded._replace(tokens=None), token_segments(texts, embedded)
+    if segments and documents == "segments":
+        seg = embed_segments(lm, texts, unit=unit, cache=cache, on_tokens=on_tokens, **embed_kw)
+        return documents_from_segments(seg, len(texts), normalize=embed_kw.get("normalize", True),
+                                       n_special=lm.n_special), seg
+    embedded = embed_texts(lm, texts, on_tokens=on_tokens, **embed_kw)
+    seg = embed_segments(lm, texts, unit=unit, cache=cache, **embed_kw) if segments else None
+    return embedded, seg

@@ -65,4 +65,11 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         page.wait_for_url(f"{url}/datasets/{ds['id']}")  # the click only starts the navigation
         page.wait_for_selector("#runs-h", state="visible")
         assert page.locator("text=succeeded").count() >= 1
+
+        page.select_option("#segments", "token")  # word pieces, each read in its note: one pass
+        page.click("text=Embed this dataset")
+        page.wait_for_url(f"{url}/embedding-runs/*")
+        page.wait_for_selector(".status-succeeded", timeout=180_000)
+        facts = page.locator(".facts").first.inner_text()
+        assert "word pieces, each read in its note" in facts and "distinct, each embedded once" not in facts, facts
         assert page.console_errors == []

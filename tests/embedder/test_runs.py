@@ -22,6 +22,7 @@ from services.embedder.errors import (
 from services.embedder.models import LoadedModel, ModelCache
 from services.embedder.runs import run_embedding
 from services.embedder.shards import shard_keys
+from tests.embedder.conftest import stored_array
 
 SPEC = EmbeddingRunSpec(max_length=18, shard_size=4, batch_tokens=120)
 
@@ -200,3 +201,59 @@ def test_segment_unit_clause_by_default_sentence_on_request(
     sentences = run_embedding(payload(snap.uri, sentence_spec, prefix="embedding-runs/8"), store,
                               settings=settings, models=models)
     assert pieces(sentences) == texts
+
+
+def test_token_segments_are_each_piece_read_in_its_note(
+    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache, lm: LoadedModel
+) -> None:
+    """Unit "token": one row per word piece (spans without the white space before a word; a text of no piece keeps
+    one row), its vector the piece's state in its own note (the same word reads differently after "No"), from the
+    documents' own pass: the documents' vectors are a run's without segments, bit for bit."""
+    from services.embedder.shards import segment_key
+
+    texts = [*SEG_TEXTS, "No fever.", "High fever."]
+    snap = snapshot(texts)
+    spec = SPEC.model_copy(update={"segments": True, "segment_unit": "token"})
+    result = run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
+    seg = {name: stored_array(store, result.segments, name) for name in ("position", "char_start", "char_end",
+                                                                        "vectors")}
+    pieces = [texts[p][a:b] for p, a, b in zip(seg["position"], seg["char_start"], seg["char_end"])]
+    short = lm.with_max_length(18)
+    tok = short.tokenizer(texts, add_special_tokens=False)["input_ids"]
+    for i, text in enumerate(texts):
+        mine = [p for p, d in zip(pieces, seg["position"]) if d == i]
+        if text.strip():
+            assert "".join(mine) == "".join(text.split()), "the pieces cover the text's characters, in order, once"
+            assert all(p == p.strip() and p for p in mine) and len(mine) <= len(tok[i])
+        else:
+            assert mine == [text], "a text of no piece keeps one row: every document has one"
+    assert result.n_segments == len(pieces) and pieces[-2:] == ["fever", "."]
+    norms = np.linalg.norm(seg["vectors"].astype(np.float32), axis=1)
+    np.testing.assert_allclose(norms, 1.0, atol=2e-3)  # unit rows, float16 storage
+    fever = [seg["vectors"][j].astype(np.float32) for j, p in enumerate(pieces) if p == "fever"]
+    assert len(fever) == 2 and float(fever[0] @ fever[1]) < 0.99, "a piece's state depends on its note"
+
+    plain = run_embedding(payload(snap.uri, prefix="embedding-runs/8"), store, settings=settings, models=models)
+    np.testing.assert_array_equal(load_vectors(store, result), load_vectors(store, plain))
+    store.delete(segment_key("embedding-runs/7", 1))  # resumed: the shard without its segments is computed again
+    again = run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
+    assert (again.shards_computed, again.n_segments) == (1, result.n_segments)
+
+
+def test_passages_of_a_token_run_get_its_pieces_and_vectors(
+    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    """POST /passages with a token run's spec (a new note scored as the run reads its notes): the run's rows."""
+    from contracts.embed import PassageRequest
+    from contracts.packed import PackedArray
+    from services.embedder.passages import embed_passages
+
+    texts = ["No EDEMA. Pz. vigile.", "Febbre. Otite? Esclusa.\nDimesso."]
+    spec = SPEC.model_copy(update={"segments": True, "segment_unit": "token"})
+    result = run_embedding(payload(snapshot(texts).uri, spec), store, settings=settings, models=models)
+    for documents in (True, False):
+        got = embed_passages(models, PassageRequest(texts=texts, spec=spec, documents=documents), settings)
+        for key, name in (("doc", "position"), ("start", "char_start"), ("end", "char_end"), ("vectors", "vectors")):
+            array = PackedArray.model_validate(getattr(got.segments, key).model_dump()).array()
+            np.testing.assert_array_equal(array, stored_array(store, result.segments, name))
+        assert (got.documents is not None) == documents

@@ -74,7 +74,7 @@ def build_search(store: ArtifactStore, settings: Any, embedding_result: dict[str
     index = text_index.build_index(documents, kind)
     out = {"text_index": store.write_bytes(f"{prefix}/search/{kind}.faiss", faiss.serialize_index(index).tobytes(),
                                            kind=text_index.KIND)}
-    segments = [s["uri"] for s in embedding_result.get("segments") or []]
+    segments = text_index.rankable_segments(embedding_result)
     if segments and "segment_vectors" in extra:
         new = {"vectors": extra["segment_vectors"], **{k: extra[k] for k in _SEGMENT_FIELDS[1:]}}
         ranker = segment_rank.build(documents, chain(text_index.segment_shards(store, segments), [new]),
