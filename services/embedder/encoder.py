@@ -63,7 +63,7 @@ class ChunkVectors(NamedTuple):
 class TokenStates(NamedTuple):
     """Every content token's last hidden state, read in its chunk (`embed_texts(token_states=True)`)."""
 
-    states: np.ndarray  # float32 [T, d]: as the model gave them (not normalised), texts back to back
+    states: np.ndarray  # float16 [T, d]: as the model gave them (not normalised), texts back to back
     starts: np.ndarray  # int64 [D + 1]: text i's tokens are rows starts[i]:starts[i + 1]
     offsets: list[list[tuple[int, int]]]  # per text, per token: (char start, char end)
 
@@ -272,7 +272,7 @@ def embed_texts(
     pooling = effective_pooling(lm, pooling)
     tok = tokenize_texts(lm, texts)
     plan = chunk_token_windows(tok.n_tokens, lm.window)
-    states = np.empty((len(tok.ids), lm.dim), dtype=np.float32) if token_states else None  # [T, d]
+    states = np.empty((len(tok.ids), lm.dim), dtype=np.float16) if token_states else None  # [T, d]: as stored
 
     def keep(idx: np.ndarray, hidden: torch.Tensor) -> None:
         rows = hidden.float().cpu().numpy()  # [B, L, d]

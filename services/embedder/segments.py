@@ -24,6 +24,7 @@ codes on both labelled sets (the demo and NegEx), at about twice the segments. T
 that sits in a header (`Ipotesi diagnostica: bronchiolite`) is a clause apart from its mention; cutting
 at the colon still measured better than keeping it (on the demo's training rows, five SAE seeds).
 Spans are trimmed of white space and index the original text: `text[start:end]` is the segment.
+Unit "token" is not cut from the text: each word piece is a segment, read in its note (`token_segments`).
 """
 
 from __future__ import annotations
@@ -160,8 +161,8 @@ class SegmentVectors(NamedTuple):
     doc: np.ndarray  # int64 [S]: index of the text in the input, non-decreasing
     char_start: np.ndarray  # int32 [S]
     char_end: np.ndarray  # int32 [S]
-    vectors: np.ndarray  # float32 [S, d]
-    n_tokens: np.ndarray  # int64 [S]: tokens fed to the model, special tokens included
+    vectors: np.ndarray  # float32 [S, d] (float16 for unit "token", as its shard stores them)
+    n_tokens: np.ndarray  # int64 [S]: tokens fed to the model, special tokens included (1 a token)
     n_embedded: int  # segments the model embedded: the distinct texts not already in the cache
 
 
@@ -240,37 +241,38 @@ def documents_from_segments(seg: SegmentVectors, n_docs: int, *, normalize: bool
     return Embedded(vectors, chunks, n_chunks, n_tokens)
 
 
-def token_segments(texts: Sequence[str], emb: Embedded) -> SegmentVectors:
+def token_segments(texts: Sequence[str], emb: Embedded, block: int = 65_536) -> SegmentVectors:
     """Unit "token": each content word piece of each text a segment of its own, its vector the piece's
     last hidden state as the model read it in its text's chunk (`embed_texts(token_states=True)`: the
-    documents' own pass, so the text is read once), at unit norm; its span the piece's characters less
-    the white space a piece carries before its word. A negation or a hedge changes the states of the
-    words it governs, and a cue word is a piece of its own, so a token feature keeps what a clause's mean
-    averages away (bench/studies/results/token-features.json). Pieces of white space alone are left out;
-    a text left without any keeps one row, its whole span with its document's vector, so every document
-    has a row. Nothing is cached: a piece's state depends on its context."""
+    documents' own pass, so the text is read once), at unit norm, in float16 as a segment shard stores it;
+    its span the piece's characters less the white space a piece carries before its word. A negation or a
+    hedge changes the states of the words it governs, and a cue word is a piece of its own, so a token
+    feature keeps what a clause's mean averages away (bench/studies/results/token-features.json). Pieces
+    of white space alone are left out; a text left without any keeps one row, its whole span with its
+    document's vector, so every document has a row. Nothing is cached: a piece's state depends on its context."""
     if emb.tokens is None:
         raise ValueError("token segments need the documents' token states: embed_texts(token_states=True)")
     tok = emb.tokens
-    doc, start, end, rows = [], [], [], []
+    rows: list[tuple[int, int, int, int]] = []  # (text, start, end, state row; -1 - text: the document's vector)
     for i, text in enumerate(texts):
-        kept = 0
+        first = len(rows)
         for j, (a, b) in enumerate(tok.offsets[i]):
             piece = text[a:b]
-            a += len(piece) - len(piece.lstrip())
-            b -= len(piece) - len(piece.rstrip())
-            if b > a:
-                doc.append(i), start.append(a), end.append(b), rows.append(int(tok.starts[i]) + j)
-                kept += 1
-        if not kept:
+            start, end = a + len(piece) - len(piece.lstrip()), b - (len(piece) - len(piece.rstrip()))
+            if end > start:
+                rows.append((i, start, end, int(tok.starts[i]) + j))
+        if len(rows) == first:
             whole = _trim(text, Span(0, len(text))) or Span(0, len(text))
-            doc.append(i), start.append(whole.start), end.append(whole.end), rows.append(-1 - i)
-    picked = np.asarray(rows, dtype=np.int64)
-    vectors = np.where(picked[:, None] >= 0, tok.states[np.maximum(picked, 0)],
-                       emb.vectors[np.maximum(-1 - picked, 0)]).astype(np.float32)  # [S, d]
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    return SegmentVectors(np.asarray(doc, dtype=np.int64), np.asarray(start, dtype=np.int32),
-                          np.asarray(end, dtype=np.int32), vectors, np.ones(len(doc), dtype=np.int64), 0)
+            rows.append((i, whole.start, whole.end, -1 - i))
+    table = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+    vectors = np.empty((len(table), tok.states.shape[1]), dtype=np.float16)  # [S, d]
+    for lo in range(0, len(table), block):  # float32 a block at a time: a shard's pieces can be millions
+        picked = table[lo:lo + block, 3]
+        x = np.where(picked[:, None] >= 0, tok.states[np.maximum(picked, 0)].astype(np.float32),
+                     emb.vectors[np.maximum(-1 - picked, 0)])
+        vectors[lo:lo + block] = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return SegmentVectors(table[:, 0], table[:, 1].astype(np.int32), table[:, 2].astype(np.int32), vectors,
+                          np.ones(len(table), dtype=np.int64), 0)
 
 
 def embed_documents(lm: LoadedModel, texts: Sequence[str], *, segments: bool, unit: str, documents: str,
