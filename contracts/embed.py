@@ -153,16 +153,16 @@ class EmbeddingRunSpec(BaseModel):
         "turns it on): it adds the segments' time and storage (~36 float16 clause vectors a demo note; "
         "`document_vectors: 'segments'` then saves reading the notes again).",
     )
-    segment_unit: Literal["clause", "sentence", "token"] = Field(
+    segment_unit: Literal["clause", "sentence", "token", "word"] = Field(
         default="clause",
         description="What a segment is (with `segments`): a clause (a sentence cut after `,` `;` `:` and "
-        "before `ma`, `but`, …: where a hedge's or a negation's scope ends; the default), a whole sentence, or "
-        "a token: each word piece's last hidden state as the model read it in its note, kept from the "
-        "documents' own pass (the note is read once, whatever `document_vectors` says; about six pieces a "
-        "clause, so six times the segments' storage). An SAE on token segments reads a note as the max over "
-        "its pieces' codes, where a cue word and the words it governs are features of their own: on the E3C "
-        "clinical cases it beat clauses and TF-IDF at every label budget (bench/studies/results/"
-        "token-features.json). See services/embedder/segments.py.",
+        "before `ma`, `but`, …: where a hedge's or a negation's scope ends; the default), a whole sentence, "
+        "a token (each word piece's last hidden state as the model read it in its note) or a word (the mean of "
+        "its pieces' states). Tokens and words are kept from the documents' own pass (the note is read once; "
+        "about ten tokens or six words a clause, so that many times the segments' storage). An SAE on them reads "
+        "a note as the max over its words' (or pieces') codes, where a cue word and the words it governs are "
+        "features of their own: on the E3C clinical cases they beat clauses and TF-IDF at every label budget "
+        "(bench/results/e3c-words.json, e3c-tokens.json). See services/embedder/segments.py.",
     )
     document_vectors: Literal["encoded", "segments"] = Field(
         default="encoded",
@@ -188,9 +188,10 @@ class EmbeddingRunSpec(BaseModel):
         if value == "segments" and not info.data.get("segments"):
             raise ValueError("'segments' makes each document's vector from its segments' vectors, so it needs "
                              "segments: true")
-        if value == "segments" and info.data.get("segment_unit") == "token":
-            raise ValueError("'segments' does not apply to segment_unit 'token': its pieces come from the "
-                             "documents' own pass, which gives the documents' vectors; leave it 'encoded'")
+        if value == "segments" and info.data.get("segment_unit") in ("token", "word"):
+            raise ValueError(f"'segments' does not apply to segment_unit '{info.data['segment_unit']}': its "
+                             "segments come from the documents' own pass, which gives the documents' vectors; "
+                             "leave it 'encoded'")
         return value
 
 

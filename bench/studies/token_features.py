@@ -15,6 +15,9 @@ the layer-3 pieces alone (10 % of the cases held out for its FVU). Each sentence
   - token_max: the max over its pieces of their SAE codes (no offsets needed), the product's readout;
   - mention_codes: the max over the pieces inside its events' offsets, the product's readout;
   - mention_with_tokens: both code views side by side, the product's readout;
+  - word_max: the pieces of each white-space word averaged (unit norm) into one vector, an SAE of the same
+    settings trained on the layer-3 words, a sentence the max over its words' codes (a feature then fires on a
+    word a name can quote, not on a piece such as "chi" of "bron|chi|oli|te");
   - tfidf_lr: TF-IDF + LR as the concept page fits it.
 
 The split and draws are bench/real_text.py's (`group_split` by case, 25 % held out; 10 draws at 50, 100, 200;
@@ -59,7 +62,8 @@ from services.sae.trainer import SaeTrainer, holdout_metrics, holdout_split  # n
 
 OUT = ROOT / "bench/studies/results/token-features.json"
 CACHE = Path("/tmp/prisma-bench/tokens")
-METHODS = ["sentence_dense", "mention_dense", "token_max", "mention_codes", "mention_with_tokens", "tfidf_lr"]
+METHODS = ["sentence_dense", "mention_dense", "token_max", "mention_codes", "mention_with_tokens", "word_max",
+           "tfidf_lr"]
 DENSE = ("sentence_dense", "mention_dense")
 BATCH_TOKENS = 8192
 ARGS = SimpleNamespace(layer3_chars=1_000_000, sae_samples=1_000_000, expansion=8, k=32)
@@ -127,6 +131,29 @@ def in_mentions(t: Tokens, events: list[list[tuple[int, int]]]) -> np.ndarray:
     return hit
 
 
+def words(t: Tokens, texts: list[str]) -> np.ndarray:
+    """int64 [T]: each piece's white-space word, numbered across the texts (non-decreasing)."""
+    out = np.zeros(len(t.owner), np.int64)
+    word, last = -1, (-1, -1)
+    for i, (d, (a, b)) in enumerate(zip(t.owner.tolist(), t.span.tolist())):
+        text = texts[d]
+        starts = a < b and (text[a].isspace() or d != last[0] or text[last[1]:a].strip() != "" or a == 0
+                            or text[a - 1].isspace())
+        if starts or word < 0:
+            word += 1
+        out[i], last = word, (d, b)
+    return out
+
+
+def word_states(t: Tokens, texts: list[str]) -> Tokens:
+    """The pieces of each white-space word averaged into one unit vector, its span the word's."""
+    w = words(t, texts)
+    n = int(w[-1]) + 1 if len(w) else 0
+    first = np.searchsorted(w, np.arange(n))
+    last = np.append(first[1:], len(w)) - 1
+    return Tokens(mean_rows(t.states, w, n), t.owner[first], np.stack([t.span[first, 0], t.span[last, 1]], 1))
+
+
 def mean_rows(states: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros((n, states.shape[1]), np.float32)
     np.add.at(out, owner, states)
@@ -161,6 +188,9 @@ def language(lang: str) -> dict:
     corpus = cached_states(lm, f"{lang}-layer3-{ARGS.layer3_chars}", [c["text"] for c in cases])
     sae, sae_info = train_sae(corpus.states, corpus.owner, len(cases))
     print(f"  {lang} SAE: {sae_info}", flush=True)
+    corpus_words, sent_words = word_states(corpus, [c["text"] for c in cases]), word_states(sent, texts)
+    word_sae, word_info = train_sae(corpus_words.states, corpus_words.owner, len(cases))
+    print(f"  {lang} word SAE: {word_info}", flush=True)
     codes = encode_all(sae, sent.states)
     hit = in_mentions(sent, events)
     m_rows = np.flatnonzero(hit)
@@ -170,6 +200,7 @@ def language(lang: str) -> dict:
         "token_max": max_pool_rows(codes, sent.owner, len(texts)),
         "mention_codes": max_pool_rows(codes[m_rows], sent.owner[m_rows], len(texts)),
     }
+    views["word_max"] = max_pool_rows(encode_all(word_sae, sent_words.states), sent_words.owner, len(texts))
     views["mention_with_tokens"] = sp.hstack([views["mention_codes"], views["token_max"]], format="csr")
     ds = SimpleNamespace(texts=texts, y=y, group=np.array([r["doc"] for r in rows]), labelled=np.arange(len(rows)))
 
@@ -185,7 +216,7 @@ def language(lang: str) -> dict:
 
     result = e3c_study.score_draws(lang, ds, METHODS, predict)
     ref = json.loads((ROOT / "bench/results/e3c.json").read_text())["languages"].get(lang, {})
-    return {"layer3": info, "sae": sae_info, "sentences_with_mention_pieces": round(float(
+    return {"layer3": info, "sae": sae_info, "word_sae": word_info, "sentences_with_mention_pieces": round(float(
         np.isin(np.arange(len(texts)), sent.owner[hit]).mean()), 4),
         **result, "e3c_json": {m: ref[m]["f1_at"] for m in ("probe", "tfidf_lr", "dense_lr") if m in ref}}
 

@@ -21,8 +21,8 @@ def embed(
     max_length: Annotated[int | None, typer.Option(help="Override the model's window (tokens).")] = None,
     shard_size: Annotated[int, typer.Option(help="Documents per checkpointed shard.")] = 2048,
     segments: Annotated[str, typer.Option(
-        help="none | clause | sentence | token: embed every segment too (what clause probes and SEGMENT(...) "
-             "read; token: each word piece as read in its note).")] = "none",
+        help="none | clause | sentence | word | token: embed every segment too (what clause probes and "
+             "SEGMENT(...) read; word, token: each word or word piece as read in its note).")] = "none",
     document_vectors: Annotated[str, typer.Option(
         help="encoded | segments: each document through the model, or the mean of its segments' vectors "
              "(needs --segments; faster, weaker text search).")] = "encoded",

@@ -192,9 +192,9 @@ def segment_shards(store: ArtifactStore, uris: list[str]) -> Iterator[dict[str, 
 
 
 def rankable_segments(result: dict) -> list[str]:
-    """The URIs of the segment shards an embedding run's text search ranks notes by: none for token segments (a
-    piece's state in its note is not in the space of a query's pooled vector)."""
-    if result.get("segment_unit") == "token":
+    """The URIs of the segment shards an embedding run's text search ranks notes by: none for word or token
+    segments (a word's state in its note is not in the space of a query's pooled vector)."""
+    if result.get("segment_unit") in ("token", "word"):
         return []
     return [s["uri"] for s in result.get("segments") or []]
 

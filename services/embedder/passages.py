@@ -20,7 +20,7 @@ from services.embedder.config import EmbedderSettings
 from services.embedder.encoder import Embedded, default_batch_tokens
 from services.embedder.errors import RequestTooLargeError
 from services.embedder.models import LoadedModel, ModelCache
-from services.embedder.segments import TOKEN, SegmentVectors, embed_documents, embed_segments
+from services.embedder.segments import IN_CONTEXT, SegmentVectors, embed_documents, embed_segments
 
 
 def check_passages(texts: Sequence[str], *, max_texts: int, max_chars: int) -> None:
@@ -37,7 +37,7 @@ def _embed(lm: LoadedModel, texts: Sequence[str], spec: EmbeddingRunSpec, settin
     kw = {"pooling": spec.pooling, "normalize": spec.normalize,
           "batch_tokens": spec.batch_tokens or settings.batch_tokens or default_batch_tokens(lm.device),
           "max_batch_size": settings.max_batch_size, "pad_multiple": spec.pad_multiple}
-    if not documents and not (spec.segments and spec.segment_unit == TOKEN):  # segments alone: no documents' pass
+    if not documents and not (spec.segments and spec.segment_unit in IN_CONTEXT):  # segments alone: no documents' pass
         return None, (embed_segments(lm, texts, unit=spec.segment_unit, **kw) if spec.segments else None)
     embedded, segments = embed_documents(lm, texts, segments=spec.segments, unit=spec.segment_unit,
                                          documents=spec.document_vectors, **kw)

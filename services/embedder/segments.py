@@ -24,7 +24,8 @@ codes on both labelled sets (the demo and NegEx), at about twice the segments. T
 that sits in a header (`Ipotesi diagnostica: bronchiolite`) is a clause apart from its mention; cutting
 at the colon still measured better than keeping it (on the demo's training rows, five SAE seeds).
 Spans are trimmed of white space and index the original text: `text[start:end]` is the segment.
-Unit "token" is not cut from the text: each word piece is a segment, read in its note (`token_segments`).
+Units "word" and "token" are not cut from the text: each white-space word (or word piece) is a segment,
+read in its note by the documents' own pass (`token_segments`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,8 +43,9 @@ from services.embedder.encoder import ChunkVectors, Embedded, embed_texts
 from services.embedder.models import LoadedModel
 
 MAX_WORDS = 100  # ≈ 128-200 MiniLM word pieces of Italian clinical text: within its 256-token window
-UNITS = ("clause", "sentence")  # cut from the text (`split_segments`); TOKEN is read from the documents' pass
-TOKEN = "token"
+UNITS = ("clause", "sentence")  # cut from the text (`split_segments`)
+TOKEN, WORD = "token", "word"
+IN_CONTEXT = (TOKEN, WORD)  # read in the note by the documents' own pass (`token_segments`)
 DEFAULT_UNIT = "clause"
 #: Lower-case words that open a clause inside a sentence: contrast and exception, where a negation's
 #: or a hedge's scope ends (NegEx's termination terms). Italian and English.
@@ -241,38 +244,65 @@ def documents_from_segments(seg: SegmentVectors, n_docs: int, *, normalize: bool
     return Embedded(vectors, chunks, n_chunks, n_tokens)
 
 
-def token_segments(texts: Sequence[str], emb: Embedded, block: int = 65_536) -> SegmentVectors:
-    """Unit "token": each content word piece of each text a segment of its own, its vector the piece's
-    last hidden state as the model read it in its text's chunk (`embed_texts(token_states=True)`: the
-    documents' own pass, so the text is read once), at unit norm, in float16 as a segment shard stores it;
-    its span the piece's characters less the white space a piece carries before its word. A negation or a
-    hedge changes the states of the words it governs, and a cue word is a piece of its own, so a token
-    feature keeps what a clause's mean averages away (bench/studies/results/token-features.json). Pieces
-    of white space alone are left out; a text left without any keeps one row, its whole span with its
-    document's vector, so every document has a row. Nothing is cached: a piece's state depends on its context."""
+def token_segments(texts: Sequence[str], emb: Embedded, unit: str = TOKEN, block: int = 65_536) -> SegmentVectors:
+    """Units read in the note, not cut from it (`embed_texts(token_states=True)`: the documents' own pass, so the
+    text is read once). "token": each content word piece a segment, its vector the piece's last hidden state as
+    the model read it in its text's chunk, its span the piece's characters less the white space a piece carries
+    before its word. "word": each white-space word a segment, its vector the mean of its pieces' states, its span
+    the word as written. Vectors at unit norm, in float16 as a segment shard stores them. A negation or a hedge
+    changes the states of the words it governs, and a cue word is a word of its own, so such a feature keeps what
+    a clause's mean averages away (bench/studies/results/token-features.json). Pieces of white space alone are
+    left out; a text left without any keeps one row, its whole span with its document's vector, so every
+    document has a row. Nothing is cached: a piece's state depends on its context."""
     if emb.tokens is None:
         raise ValueError("token segments need the documents' token states: embed_texts(token_states=True)")
+    if unit not in IN_CONTEXT:
+        raise ValueError(f"unit must be one of {', '.join(IN_CONTEXT)}, not {unit!r}")
     tok = emb.tokens
-    rows: list[tuple[int, int, int, int]] = []  # (text, start, end, state row; -1 - text: the document's vector)
+    rows: list[tuple[int, int, int, int, int]] = []  # (text, start, end, first piece in `pieces`, pieces)
+    pieces: list[int] = []  # each row's state rows, row after row; -1 - i: text i's document vector
     for i, text in enumerate(texts):
         first = len(rows)
-        for j, (a, b) in enumerate(tok.offsets[i]):
-            piece = text[a:b]
-            start, end = a + len(piece) - len(piece.lstrip()), b - (len(piece) - len(piece.rstrip()))
-            if end > start:
-                rows.append((i, start, end, int(tok.starts[i]) + j))
+        kept = _kept_pieces(text, tok.offsets[i], int(tok.starts[i]))
+        if unit == TOKEN:
+            rows += [(i, a, b, len(pieces) + n, 1) for n, (a, b, _) in enumerate(kept)]
+            pieces += [r for _, _, r in kept]
+        elif kept:
+            spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+            word_of = np.searchsorted([a for a, _ in spans], [a for a, _, _ in kept], side="right") - 1
+            for w, group in groupby(zip(word_of.tolist(), kept), key=lambda x: x[0]):
+                state_rows = [r for _, (_, _, r) in group]
+                rows.append((i, *spans[w], len(pieces), len(state_rows)))
+                pieces += state_rows
         if len(rows) == first:
             whole = _trim(text, Span(0, len(text))) or Span(0, len(text))
-            rows.append((i, whole.start, whole.end, -1 - i))
-    table = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+            rows.append((i, whole.start, whole.end, len(pieces), 1))
+            pieces.append(-1 - i)
+    table = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+    refs = np.asarray(pieces, dtype=np.int64)
     vectors = np.empty((len(table), tok.states.shape[1]), dtype=np.float16)  # [S, d]
     for lo in range(0, len(table), block):  # float32 a block at a time: a shard's pieces can be millions
-        picked = table[lo:lo + block, 3]
-        x = np.where(picked[:, None] >= 0, tok.states[np.maximum(picked, 0)].astype(np.float32),
-                     emb.vectors[np.maximum(-1 - picked, 0)])
+        part = table[lo:lo + block]
+        span = refs[part[0, 3]:part[-1, 3] + part[-1, 4]]  # the block's rows' pieces, in order
+        x = np.empty((len(span), tok.states.shape[1]), dtype=np.float32)
+        own = span >= 0
+        x[own] = tok.states[span[own]]
+        x[~own] = emb.vectors[-1 - span[~own]]
+        x = np.add.reduceat(x, part[:, 3] - part[0, 3], axis=0)  # a word's sum: its mean up to a scale
         vectors[lo:lo + block] = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return SegmentVectors(table[:, 0], table[:, 1].astype(np.int32), table[:, 2].astype(np.int32), vectors,
                           np.ones(len(table), dtype=np.int64), 0)
+
+
+def _kept_pieces(text: str, offsets: list[tuple[int, int]], first_row: int) -> list[tuple[int, int, int]]:
+    """(start, end, state row) of a text's pieces, each span less its white space; pieces of white space left out."""
+    out = []
+    for j, (a, b) in enumerate(offsets):
+        piece = text[a:b]
+        start, end = a + len(piece) - len(piece.lstrip()), b - (len(piece) - len(piece.rstrip()))
+        if end > start:
+            out.append((start, end, first_row + j))
+    return out
 
 
 def embed_documents(lm: LoadedModel, texts: Sequence[str], *, segments: bool, unit: str, documents: str,
@@ -281,9 +311,9 @@ def embed_documents(lm: LoadedModel, texts: Sequence[str], *, segments: bool, un
     """A run's documents and (with `segments`) their segments of `unit`: one pass for unit "token" (the
     documents' own) and for `documents` "segments" (the documents' vectors the mean of their segments'),
     else the documents' pass and the segments' own. `on_tokens` follows the pass that reads the documents."""
-    if segments and unit == TOKEN:
+    if segments and unit in IN_CONTEXT:
         embedded = embed_texts(lm, texts, on_tokens=on_tokens, token_states=True, **embed_kw)
-        return embedded._replace(tokens=None), token_segments(texts, embedded)
+        return embedded._replace(tokens=None), token_segments(texts, embedded, unit)
     if segments and documents == "segments":
         seg = embed_segments(lm, texts, unit=unit, cache=cache, on_tokens=on_tokens, **embed_kw)
         return documents_from_segments(seg, len(texts), normalize=embed_kw.get("normalize", True),

@@ -66,10 +66,10 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         page.wait_for_selector("#runs-h", state="visible")
         assert page.locator("text=succeeded").count() >= 1
 
-        page.select_option("#segments", "token")  # word pieces, each read in its note: one pass
+        page.select_option("#segments", "word")  # words, each read in its note: one pass
         page.click("text=Embed this dataset")
         page.wait_for_url(f"{url}/embedding-runs/*")
         page.wait_for_selector(".status-succeeded", timeout=180_000)
         facts = page.locator(".facts").first.inner_text()
-        assert "word pieces, each read in its note" in facts and "distinct, each embedded once" not in facts, facts
+        assert "words, each read in its note" in facts and "distinct, each embedded once" not in facts, facts
         assert page.console_errors == []

@@ -228,6 +228,7 @@ def test_token_segments_are_each_piece_read_in_its_note(
         else:
             assert mine == [text], "a text of no piece keeps one row: every document has one"
     assert result.n_segments == len(pieces) and pieces[-2:] == ["fever", "."]
+    assert result.segment_unit == "token"
     norms = np.linalg.norm(seg["vectors"].astype(np.float32), axis=1)
     np.testing.assert_allclose(norms, 1.0, atol=2e-3)  # unit rows, float16 storage
     fever = [seg["vectors"][j].astype(np.float32) for j, p in enumerate(pieces) if p == "fever"]
@@ -240,16 +241,17 @@ def test_token_segments_are_each_piece_read_in_its_note(
     assert (again.shards_computed, again.n_segments) == (1, result.n_segments)
 
 
-def test_passages_of_a_token_run_get_its_pieces_and_vectors(
-    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache
+@pytest.mark.parametrize("unit", ["token", "word"])
+def test_passages_of_a_token_or_word_run_get_its_rows(
+    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache, unit: str
 ) -> None:
-    """POST /passages with a token run's spec (a new note scored as the run reads its notes): the run's rows."""
+    """POST /passages with a token or word run's spec (a new note scored as the run reads its notes): its rows."""
     from contracts.embed import PassageRequest
     from contracts.packed import PackedArray
     from services.embedder.passages import embed_passages
 
     texts = ["No EDEMA. Pz. vigile.", "Febbre. Otite? Esclusa.\nDimesso."]
-    spec = SPEC.model_copy(update={"segments": True, "segment_unit": "token"})
+    spec = SPEC.model_copy(update={"segments": True, "segment_unit": unit})
     result = run_embedding(payload(snapshot(texts).uri, spec), store, settings=settings, models=models)
     for documents in (True, False):
         got = embed_passages(models, PassageRequest(texts=texts, spec=spec, documents=documents), settings)
@@ -257,3 +259,28 @@ def test_passages_of_a_token_run_get_its_pieces_and_vectors(
             array = PackedArray.model_validate(getattr(got.segments, key).model_dump()).array()
             np.testing.assert_array_equal(array, stored_array(store, result.segments, name))
         assert (got.documents is not None) == documents
+
+
+def test_word_segments_are_each_word_read_in_its_note(
+    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache, lm: LoadedModel
+) -> None:
+    """Unit "word": one row per white-space word, its vector the mean of its pieces' states in the note (the token
+    run's rows of that word, averaged), its span the word as written; a text of no word keeps one row."""
+    texts = [*SEG_TEXTS, "No fever.", "High fever, bronchiolitis."]
+    snap = snapshot(texts)
+    words = run_embedding(payload(snap.uri, SPEC.model_copy(update={"segments": True, "segment_unit": "word"})),
+                          store, settings=settings, models=models)
+    tokens = run_embedding(payload(snap.uri, SPEC.model_copy(update={"segments": True, "segment_unit": "token"}),
+                                   prefix="embedding-runs/8"), store, settings=settings, models=models)
+    got = {n: stored_array(store, words.segments, n) for n in ("position", "char_start", "char_end", "vectors")}
+    per = {n: stored_array(store, tokens.segments, n) for n in ("position", "char_start", "char_end", "vectors")}
+    spans = [texts[p][a:b] for p, a, b in zip(got["position"], got["char_start"], got["char_end"])]
+    assert spans == [t for text in texts for t in (text.split() or [text])], "every word as written, in order"
+    assert words.segment_unit == "word" and words.n_segments == len(spans)
+    w = spans.index("bronchiolitis.")
+    inside = (per["position"] == got["position"][w]) & (per["char_start"] >= got["char_start"][w]) & (
+        per["char_end"] <= got["char_end"][w])
+    assert inside.sum() >= 2, "a word of several pieces"
+    mean = per["vectors"][inside].astype(np.float32).mean(0)
+    cos = float(mean @ got["vectors"][w].astype(np.float32)) / float(np.linalg.norm(mean))
+    assert cos > 0.995, cos  # the pieces' mean (of their unit rows here, of their raw states in the run)

@@ -239,10 +239,10 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-async def test_token_segments_from_embedding_run_to_named_features(client, auth) -> None:  # noqa: ANN001
-    """`segment_unit: token`: every word piece of a note read in its note is a segment; the SAE trains on them and
-    reads a note as the max over its pieces; the note's page lists its pieces with their features; text search
-    ranks notes by their own vectors (a piece's state is not comparable with a query's); features are named."""
+async def test_word_segments_from_embedding_run_to_named_features(client, auth) -> None:  # noqa: ANN001
+    """`segment_unit: word`: every word of a note read in its note is a segment; the SAE trains on them and reads a
+    note as the max over its words; the note's page lists its words with their features; text search ranks notes
+    by their own vectors (a word's state is not comparable with a query's); features are named on words."""
     import csv
     import io
 
@@ -253,15 +253,15 @@ async def test_token_segments_from_embedding_run_to_named_features(client, auth)
     w.writerows([n.id, n.text] for n in notes)
     ds = (await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())},
                             headers=auth)).json()
-    body = {"dataset_id": ds["id"], "segments": True, "segment_unit": "token"}
+    body = {"dataset_id": ds["id"], "segments": True, "segment_unit": "word"}
     refused = await client.post("/api/v1/embedding-runs", json={**body, "document_vectors": "segments"}, headers=auth)
     assert refused.status_code == 422 and refused.json()["field"] == "body.document_vectors", refused.text
-    assert "segment_unit 'token'" in refused.json()["message"]
+    assert "segment_unit 'word'" in refused.json()["message"]
     run = await client.post("/api/v1/embedding-runs", json=body, headers=auth)
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
     assert emb["status"] == "succeeded", emb
     words = sum(len(n.text.split()) for n in notes)
-    assert emb["result"]["segment_unit"] == "token" and emb["result"]["n_segments"] > words
+    assert emb["result"]["segment_unit"] == "word" and emb["result"]["n_segments"] == words
 
     resp = await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": SMALL}, headers=auth)
     assert resp.json()[0]["config"]["sae"]["document_codes"] == "max_over_segments", resp.text
@@ -270,11 +270,10 @@ async def test_token_segments_from_embedding_run_to_named_features(client, auth)
     doc_id = (await client.get(f"/api/v1/datasets/{ds['id']}/documents?limit=1", headers=auth)).json()["items"][0]["id"]
     page = (await client.get(f"/api/v1/sae-runs/{done['id']}/documents/{doc_id}?segment_limit=1000",
                              headers=auth)).json()
-    pieces = [page["text"][s["start"]:s["end"]] for s in page["segments"]]
-    assert "".join(pieces) == "".join(page["text"].split()), "the note's pieces, in order, each once"
+    assert [page["text"][s["start"]:s["end"]] for s in page["segments"]] == page["text"].split()
     strongest = {f["index"]: f["activation"] for f in page["features"]}
     for s in page["segments"]:
-        for f in s["features"]:  # a note's activation is the max over its pieces'
+        for f in s["features"]:  # a note's activation is the max over its words'
             assert f["index"] not in strongest or f["activation"] <= strongest[f["index"]] + 1e-4
 
     found = await client.post(f"/api/v1/sae-runs/{done['id']}/search", headers=auth,

@@ -31,7 +31,7 @@ class EmbeddingRunJob(BaseModel):
     run_id: int
 
 
-SEGMENT_CHOICES = ("none", "clause", "sentence", "token")
+SEGMENT_CHOICES = ("none", "clause", "sentence", "word", "token")
 
 
 def embedding_request(dataset_id: int, *, segments: str = "none", segments_field: str = "segments",
