@@ -53,6 +53,8 @@ POSITIVE = "not_actual"
 EMBEDDING = {"segments": True}
 """The product's default embedding run as the dataset page sends it: default model, clauses on."""
 
+VERSION = 1
+
 
 def use_segment_unit(unit: str) -> None:
     """Embed the sets' segments as `unit` (the product's default, clauses, unless a bench asks for another); each
@@ -61,7 +63,6 @@ def use_segment_unit(unit: str) -> None:
     if unit != "clause":
         EMBEDDING["segment_unit"] = unit
         CACHE = CACHE.parent / f"real-{unit}"
-VERSION = 1
 
 
 class RealSet(NamedTuple):

@@ -190,7 +190,7 @@ def main() -> None:
     parser.add_argument("--layer3-chars", type=int, default=LAYER3_CHARS)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--segment-unit", default="clause", help="the embedding run's segment unit: clause (the "
-                        "product's default), sentence or token")
+                        "product's default), sentence, word or token")
     args = parser.parse_args()
     real_sets.use_segment_unit(args.segment_unit)
     wanted = [s.strip() for s in args.languages.split(",") if s.strip()]

@@ -159,7 +159,7 @@ class EmbeddingRunSpec(BaseModel):
         "before `ma`, `but`, …: where a hedge's or a negation's scope ends; the default), a whole sentence, "
         "a token (each word piece's last hidden state as the model read it in its note) or a word (the mean of "
         "its pieces' states). Tokens and words are kept from the documents' own pass (the note is read once; "
-        "about ten tokens or six words a clause, so that many times the segments' storage). An SAE on them reads "
+        "on E3C's cases about ten words or seventeen pieces a clause, so that many times the segments' storage). An SAE on them reads "
         "a note as the max over its words' (or pieces') codes, where a cue word and the words it governs are "
         "features of their own: on the E3C clinical cases they beat clauses and TF-IDF at every label budget "
         "(bench/results/e3c-words.json, e3c-tokens.json). See services/embedder/segments.py.",
