@@ -161,7 +161,8 @@ class EmbeddingRunSpec(BaseModel):
         "its pieces' states). Tokens and words are kept from the documents' own pass (the note is read once; "
         "on E3C's cases about ten words or seventeen pieces a clause, so that many times the segments' storage). An SAE on them reads "
         "a note as the max over its words' (or pieces') codes, where a cue word and the words it governs are "
-        "features of their own: on the E3C clinical cases they beat clauses and TF-IDF at every label budget "
+        "features of their own: on the E3C clinical cases (four languages' means) they beat clauses and TF-IDF at "
+        "every label budget "
         "(bench/results/e3c-words.json, e3c-tokens.json). See services/embedder/segments.py.",
     )
     document_vectors: Literal["encoded", "segments"] = Field(
