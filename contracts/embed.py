@@ -109,6 +109,11 @@ PAD_MULTIPLE = 4
 """A new run's `pad_multiple` (services/embedder/chunking.py `padded_length`)."""
 
 
+IN_CONTEXT_UNITS = ("token", "word")
+"""Segment units read in the note by the documents' own pass (services/embedder/segments.py `token_segments`),
+not cut from its text and embedded alone: no `document_vectors: 'segments'`, no ranking of a query against them."""
+
+
 class EmbeddingRunSpec(BaseModel):
     """How a dataset is embedded: one model, one pooling, one chunking."""
 
@@ -189,7 +194,7 @@ class EmbeddingRunSpec(BaseModel):
         if value == "segments" and not info.data.get("segments"):
             raise ValueError("'segments' makes each document's vector from its segments' vectors, so it needs "
                              "segments: true")
-        if value == "segments" and info.data.get("segment_unit") in ("token", "word"):
+        if value == "segments" and info.data.get("segment_unit") in IN_CONTEXT_UNITS:
             raise ValueError(f"'segments' does not apply to segment_unit '{info.data['segment_unit']}': its "
                              "segments come from the documents' own pass, which gives the documents' vectors; "
                              "leave it 'encoded'")

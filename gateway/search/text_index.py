@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from artifacts import ArtifactStore
 from contracts.artifacts import ArtifactInfo
+from contracts.embed import IN_CONTEXT_UNITS
 from gateway.db import session_scope
 from gateway.domain.artifacts import repo as artifact_repo
 from gateway.domain.runs import repo as run_repo
@@ -194,7 +195,7 @@ def segment_shards(store: ArtifactStore, uris: list[str]) -> Iterator[dict[str, 
 def rankable_segments(result: dict) -> list[str]:
     """The URIs of the segment shards an embedding run's text search ranks notes by: none for word or token
     segments (a word's state in its note is not in the space of a query's pooled vector)."""
-    if result.get("segment_unit") in ("token", "word"):
+    if result.get("segment_unit") in IN_CONTEXT_UNITS:
         return []
     return [s["uri"] for s in result.get("segments") or []]
 

@@ -38,14 +38,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from contracts.embed import IN_CONTEXT_UNITS
 from services.embedder.distinct import SegmentCache, distinct_texts
 from services.embedder.encoder import ChunkVectors, Embedded, embed_texts
 from services.embedder.models import LoadedModel
 
 MAX_WORDS = 100  # ≈ 128-200 MiniLM word pieces of Italian clinical text: within its 256-token window
 UNITS = ("clause", "sentence")  # cut from the text (`split_segments`)
-TOKEN, WORD = "token", "word"
-IN_CONTEXT = (TOKEN, WORD)  # read in the note by the documents' own pass (`token_segments`)
+IN_CONTEXT = IN_CONTEXT_UNITS  # read in the note by the documents' own pass (`token_segments`)
+TOKEN, WORD = IN_CONTEXT
 DEFAULT_UNIT = "clause"
 #: Lower-case words that open a clause inside a sentence: contrast and exception, where a negation's
 #: or a hedge's scope ends (NegEx's termination terms). Italian and English.
