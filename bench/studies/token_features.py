@@ -5,9 +5,9 @@ a cue word ("no", "sin", "pas", "ez") is a piece of its own: a token feature can
 averages away.
 
 Per language: the layer-1 sentences and a seeded sample of layer-3 cases (bench/real_sets.py's `_layer3`, capped
-at --layer3-chars) are read by the product's default model (multilingual-e5-small, fp32, its passage prompt;
-pieces of a text longer than the window read window by window as the product chunks it); every content piece's
-state is unit-normalised; a TopK SAE (the product's trainer, expansion 8, k 32, --sae-samples rows) learns from
+at --layer3-chars) are read by the product's default model (multilingual-e5-small, fp32, its passage prompt)
+and kept as the product keeps segment_unit "token" and "word" (services/embedder/segments.py `token_segments`:
+each content piece's state, a white-space word the mean of its pieces', at unit norm); a TopK SAE (the product's trainer, expansion 8, k 32, --sae-samples rows) learns from
 the layer-3 pieces alone (10 % of the cases held out for its FVU). Each sentence is then read as:
 
   - sentence_dense: the mean of its pieces' states (about the run's sentence vector), dense L2 LR;
@@ -55,8 +55,8 @@ from bench.studies import e3c_study  # noqa: E402
 from contracts.sae import SaeConfig  # noqa: E402
 from contracts.sparse import max_pool_rows  # noqa: E402
 from gateway.domain.concepts.readout import fit_readout  # noqa: E402
-from services.embedder.chunking import chunk_token_windows  # noqa: E402
-from services.embedder.encoder import build_batch, tokenize_texts  # noqa: E402
+from services.embedder.encoder import embed_texts  # noqa: E402
+from services.embedder.segments import TOKEN, WORD, token_segments  # noqa: E402
 from services.sae.encoding import encode_all  # noqa: E402
 from services.sae.trainer import SaeTrainer, holdout_metrics, holdout_split  # noqa: E402
 
@@ -65,14 +65,13 @@ CACHE = Path("/tmp/prisma-bench/tokens")
 METHODS = ["sentence_dense", "mention_dense", "token_max", "mention_codes", "mention_with_tokens", "word_max",
            "tfidf_lr"]
 DENSE = ("sentence_dense", "mention_dense")
-BATCH_TOKENS = 8192
 ARGS = SimpleNamespace(layer3_chars=1_000_000, sae_samples=1_000_000, expansion=8, k=32)
 
 
 class Tokens(NamedTuple):
-    states: np.ndarray  # float32 [T, d]: every content piece's last hidden state, unit rows
-    owner: np.ndarray  # int64 [T]: each piece's text
-    span: np.ndarray  # int64 [T, 2]: each piece's characters in its text
+    states: np.ndarray  # float32 [T, d]: every content piece's (or word's) state in its text, unit rows
+    owner: np.ndarray  # int64 [T]: each row's text
+    span: np.ndarray  # int64 [T, 2]: each row's characters in its text
 
 
 def _model():  # noqa: ANN202
@@ -82,43 +81,34 @@ def _model():  # noqa: ANN202
     return load_model("multilingual-e5-small", device=torch.device("cpu"), int8=False).with_prompt(None)
 
 
-def token_states(lm, texts: list[str]) -> Tokens:  # noqa: ANN001
-    """Every content piece's state, read with the prompt and specials as the product reads a chunk."""
-    tok = tokenize_texts(lm, texts)
-    plan = chunk_token_windows(tok.n_tokens, lm.window)
-    out = np.zeros((int(tok.starts[-1]), lm.dim), np.float32)
-    order = np.argsort(plan.lengths, kind="stable")
-    p, i = len(lm.prefix_ids), 0
-    with torch.inference_mode():
-        while i < len(order):
-            j = i + 1
-            while j < len(order) and (j + 1 - i) * (plan.lengths[order[j]] + lm.n_special) <= BATCH_TOKENS:
-                j += 1
-            idx = order[i:j]
-            batch = build_batch(lm, tok, plan, idx, "mean")
-            hidden = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-            hidden = hidden.float().numpy()
-            for r, c in enumerate(idx.tolist()):
-                n, dst = int(plan.lengths[c]), int(tok.starts[plan.doc[c]] + plan.start[c])
-                out[dst:dst + n] = hidden[r, p:p + n]
-            i = j
-    out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-    owner = np.repeat(np.arange(len(texts)), tok.n_tokens)
-    span = np.array([s for offs in tok.offsets for s in offs], dtype=np.int64).reshape(-1, 2)
-    return Tokens(out, owner, span)
+def read_in_context(lm, texts: list[str]) -> dict[str, Tokens]:  # noqa: ANN001
+    """Every piece's and every white-space word's state as the product keeps them for segment_unit "token" and
+    "word", from one pass: `embed_texts(token_states=True)` (prompt, specials and windows as a run reads its
+    notes), then `token_segments` (pieces of white space left out; a word the mean of its pieces'; unit rows)."""
+    emb = embed_texts(lm, texts, token_states=True)
+    out = {}
+    for unit in (TOKEN, WORD):
+        seg = token_segments(texts, emb, unit)
+        out[unit] = Tokens(seg.vectors.astype(np.float32), seg.doc,
+                           np.stack([seg.char_start, seg.char_end], 1).astype(np.int64))
+    return out
 
 
-def cached_states(lm, name: str, texts: list[str]) -> Tokens:  # noqa: ANN001
-    path = CACHE / f"{name}.npz"
-    if path.exists():
-        with np.load(path) as z:
-            return Tokens(z["states"], z["owner"], z["span"])
+def cached_states(lm, name: str, texts: list[str]) -> dict[str, Tokens]:  # noqa: ANN001
+    paths = {unit: CACHE / f"{name}-{unit}.npz" for unit in (TOKEN, WORD)}
+    if all(p.exists() for p in paths.values()):
+        out = {}
+        for unit, path in paths.items():
+            with np.load(path) as z:
+                out[unit] = Tokens(z["states"], z["owner"], z["span"])
+        return out
     t0 = time.perf_counter()
-    t = token_states(lm, texts)
-    print(f"  {name}: {len(t.states):,} pieces in {time.perf_counter() - t0:.0f} s", flush=True)
+    out = read_in_context(lm, texts)
+    print(f"  {name}: {len(out[TOKEN].states):,} pieces in {time.perf_counter() - t0:.0f} s", flush=True)
     CACHE.mkdir(parents=True, exist_ok=True)
-    np.savez(path, states=t.states, owner=t.owner, span=t.span)
-    return t
+    for unit, t in out.items():
+        np.savez(paths[unit], states=t.states, owner=t.owner, span=t.span)
+    return out
 
 
 def in_mentions(t: Tokens, events: list[list[tuple[int, int]]]) -> np.ndarray:
@@ -129,29 +119,6 @@ def in_mentions(t: Tokens, events: list[list[tuple[int, int]]]) -> np.ndarray:
         for s, e in spans:
             hit[lo:hi] |= (t.span[lo:hi, 0] < e) & (t.span[lo:hi, 1] > s)
     return hit
-
-
-def words(t: Tokens, texts: list[str]) -> np.ndarray:
-    """int64 [T]: each piece's white-space word, numbered across the texts (non-decreasing)."""
-    out = np.zeros(len(t.owner), np.int64)
-    word, last = -1, (-1, -1)
-    for i, (d, (a, b)) in enumerate(zip(t.owner.tolist(), t.span.tolist())):
-        text = texts[d]
-        starts = a < b and (text[a].isspace() or d != last[0] or text[last[1]:a].strip() != "" or a == 0
-                            or text[a - 1].isspace())
-        if starts or word < 0:
-            word += 1
-        out[i], last = word, (d, b)
-    return out
-
-
-def word_states(t: Tokens, texts: list[str]) -> Tokens:
-    """The pieces of each white-space word averaged into one unit vector, its span the word's."""
-    w = words(t, texts)
-    n = int(w[-1]) + 1 if len(w) else 0
-    first = np.searchsorted(w, np.arange(n))
-    last = np.append(first[1:], len(w)) - 1
-    return Tokens(mean_rows(t.states, w, n), t.owner[first], np.stack([t.span[first, 0], t.span[last, 1]], 1))
 
 
 def mean_rows(states: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
@@ -184,11 +151,12 @@ def language(lang: str) -> dict:
     y = np.array([int(r["labels"] == POSITIVE) for r in rows], np.int64)
     cases, info = _layer3(lang, ARGS.layer3_chars)
     lm = _model()
-    sent = cached_states(lm, f"{lang}-sentences", texts)
-    corpus = cached_states(lm, f"{lang}-layer3-{ARGS.layer3_chars}", [c["text"] for c in cases])
+    corpus_texts = [c["text"] for c in cases]
+    sentences = cached_states(lm, f"{lang}-sentences", texts)
+    cased = cached_states(lm, f"{lang}-layer3-{ARGS.layer3_chars}", corpus_texts)
+    sent, corpus, sent_words, corpus_words = sentences[TOKEN], cased[TOKEN], sentences[WORD], cased[WORD]
     sae, sae_info = train_sae(corpus.states, corpus.owner, len(cases))
     print(f"  {lang} SAE: {sae_info}", flush=True)
-    corpus_words, sent_words = word_states(corpus, [c["text"] for c in cases]), word_states(sent, texts)
     word_sae, word_info = train_sae(corpus_words.states, corpus_words.owner, len(cases))
     print(f"  {lang} word SAE: {word_info}", flush=True)
     codes = encode_all(sae, sent.states)
