@@ -37,10 +37,11 @@ def _embed(lm: LoadedModel, texts: Sequence[str], spec: EmbeddingRunSpec, settin
     kw = {"pooling": spec.pooling, "normalize": spec.normalize,
           "batch_tokens": spec.batch_tokens or settings.batch_tokens or default_batch_tokens(lm.device),
           "max_batch_size": settings.max_batch_size, "pad_multiple": spec.pad_multiple}
-    if not documents and not (spec.segments and spec.segment_unit in IN_CONTEXT):  # segments alone: no documents' pass
+    in_note = spec.segments and (spec.segment_unit in IN_CONTEXT or bool(spec.word_states))
+    if not documents and not in_note:  # segments alone: no documents' pass
         return None, (embed_segments(lm, texts, unit=spec.segment_unit, **kw) if spec.segments else None)
     embedded, segments = embed_documents(lm, texts, segments=spec.segments, unit=spec.segment_unit,
-                                         documents=spec.document_vectors, **kw)
+                                         documents=spec.document_vectors, word_states=bool(spec.word_states), **kw)
     embedded = embedded if documents else None
     return embedded, segments
 
@@ -49,18 +50,24 @@ class Part(NamedTuple):
     """One request's share of a batch: its documents' vectors, its segments (doc counted from its first text)."""
     documents: np.ndarray | None  # float32 [texts, d]
     segments: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None  # doc, start, end, vectors float16
+    words: tuple[np.ndarray, np.ndarray] | None = None  # word vectors float16, their segment (row of `segments`)
 
 
 def split(computed: tuple[Embedded | None, SegmentVectors | None], sizes: list[int]) -> list[Part]:
     embedded, segments = computed
     parts, first = [], 0
     for n in sizes:
-        seg = None
+        seg = words = None
         if segments is not None:
             rows = (segments.doc >= first) & (segments.doc < first + n)
             seg = (segments.doc[rows] - first, segments.char_start[rows], segments.char_end[rows],
                    segments.vectors[rows].astype("float16"))
-        parts.append(Part(None if embedded is None else embedded.vectors[first:first + n].astype("float32"), seg))
+            if segments.word_segment is not None:
+                lo, hi = np.flatnonzero(rows)[[0, -1]]  # a request's segments are contiguous
+                mine = (segments.word_segment >= lo) & (segments.word_segment <= hi)
+                words = (segments.word_vectors[mine].astype("float16"), segments.word_segment[mine] - lo)
+        parts.append(Part(None if embedded is None else embedded.vectors[first:first + n].astype("float32"), seg,
+                          words))
         first += n
     return parts
 
@@ -80,7 +87,9 @@ def embed_passages(models: ModelCache, body: PassageRequest, settings: EmbedderS
                         lambda texts: _embed(lm, texts, spec, settings, body.documents), split)
     packed = None if part.segments is None else PassageSegments(
         doc=PackedArray.of(part.segments[0].astype("int64")), start=PackedArray.of(part.segments[1].astype("int32")),
-        end=PackedArray.of(part.segments[2].astype("int32")), vectors=PackedArray.of(part.segments[3]))
+        end=PackedArray.of(part.segments[2].astype("int32")), vectors=PackedArray.of(part.segments[3]),
+        **({} if part.words is None else {"word_vectors": PackedArray.of(part.words[0]),
+                                          "word_segment": PackedArray.of(part.words[1].astype("int64"))}))
     return PassageResponse(
         model_name=canonical_encoder(spec.model, models.default_model), precision=lm.precision, engine=lm.engine,
         prompt=lm.prompt_text, provenance=lm.provenance, dim=lm.dim,

@@ -152,7 +152,7 @@ class ShardWork:
               "pad_multiple": spec.pad_multiple}
         embedded, segments = embed_documents(self.lm, texts, segments=spec.segments, unit=spec.segment_unit,
                                              documents=spec.document_vectors, cache=self.segment_cache,
-                                             on_tokens=on_tokens, **kw)
+                                             on_tokens=on_tokens, word_states=bool(spec.word_states), **kw)
         if segments is not None:
             self.segments_computed += len(segments.doc)
             self.segments_embedded += segments.n_embedded
@@ -174,6 +174,8 @@ def check_or_write_manifest(store: ArtifactStore, payload: EmbedJobPayload, lm: 
     }
     if payload.spec.segments:  # only then: manifests of runs without segments stay as they were
         manifest |= {"segments": True, "segment_unit": payload.spec.segment_unit}
+    if payload.spec.word_states:  # likewise for runs without words
+        manifest["word_states"] = True
     if payload.spec.document_vectors != "encoded":  # likewise: older manifests stay as they were
         manifest["document_vectors"] = payload.spec.document_vectors
     if payload.spec.precision is not None:  # a run's own precision: its resumed shards must share it

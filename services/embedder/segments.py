@@ -168,6 +168,8 @@ class SegmentVectors(NamedTuple):
     vectors: np.ndarray  # float32 [S, d] (float16 for unit "token", as its shard stores them)
     n_tokens: np.ndarray  # int64 [S]: tokens fed to the model, special tokens included (1 a token)
     n_embedded: int  # segments the model embedded: the distinct texts not already in the cache
+    word_vectors: np.ndarray | None = None  # float16 [W, d]: with word states, each word read in its note
+    word_segment: np.ndarray | None = None  # int64 [W]: the row of the segment each word lies in
 
 
 def segment_spans(texts: Sequence[str], *, max_words: int = MAX_WORDS,
@@ -306,15 +308,35 @@ def _kept_pieces(text: str, offsets: list[tuple[int, int]], first_row: int) -> l
     return out
 
 
+def with_words(seg: SegmentVectors, words: SegmentVectors) -> SegmentVectors:
+    """`seg` (cut from the texts) with `words` (`token_segments(..., WORD)` of the same texts) as its word rows,
+    each word tied to the segment it lies in: the last segment of its text starting at or before the word (a
+    segment's bounds fall on white space, so a word lies in one). A text's fallback row (no piece) goes to its
+    first segment."""
+    seg_key = seg.doc.astype(np.int64) * (1 << 32) + seg.char_start
+    word_key = words.doc.astype(np.int64) * (1 << 32) + words.char_start
+    row = np.searchsorted(seg_key, word_key, side="right") - 1  # [W]
+    first = np.searchsorted(seg.doc, words.doc, side="left")  # each word's text's first segment
+    row = np.maximum(row, first).astype(np.int64)
+    if len(row) and (np.any(seg.doc[row] != words.doc) or np.any(np.diff(row) < 0)):
+        raise ValueError("words and segments are not of the same texts")
+    return seg._replace(word_vectors=words.vectors, word_segment=row)
+
+
 def embed_documents(lm: LoadedModel, texts: Sequence[str], *, segments: bool, unit: str, documents: str,
-                    cache: SegmentCache | None = None, on_tokens: Any = None, **embed_kw: Any
-                    ) -> tuple[Embedded, SegmentVectors | None]:
+                    cache: SegmentCache | None = None, on_tokens: Any = None, word_states: bool = False,
+                    **embed_kw: Any) -> tuple[Embedded, SegmentVectors | None]:
     """A run's documents and (with `segments`) their segments of `unit`: one pass for unit "token" (the
     documents' own) and for `documents` "segments" (the documents' vectors the mean of their segments'),
-    else the documents' pass and the segments' own. `on_tokens` follows the pass that reads the documents."""
-    if segments and unit in IN_CONTEXT:
+    else the documents' pass and the segments' own; with `word_states` the documents' pass also keeps its
+    words (`with_words`). `on_tokens` follows the pass that reads the documents."""
+    if segments and (unit in IN_CONTEXT or word_states):
         embedded = embed_texts(lm, texts, on_tokens=on_tokens, token_states=True, **embed_kw)
-        return embedded._replace(tokens=None), token_segments(texts, embedded, unit)
+        if unit in IN_CONTEXT:
+            return embedded._replace(tokens=None), token_segments(texts, embedded, unit)
+        words = token_segments(texts, embedded, WORD)
+        seg = embed_segments(lm, texts, unit=unit, cache=cache, **embed_kw)
+        return embedded._replace(tokens=None), with_words(seg, words)
     if segments and documents == "segments":
         seg = embed_segments(lm, texts, unit=unit, cache=cache, on_tokens=on_tokens, **embed_kw)
         return documents_from_segments(seg, len(texts), normalize=embed_kw.get("normalize", True),

@@ -2,7 +2,7 @@
 
 Layout under the run's prefix (see contracts.embed): `embeddings/shard-00000.npy`
 (float32 [docs_in_shard, d]) and `chunks/shard-00000.npz` (CHUNK_ARRAYS), and with
-`spec.segments` also `segments/shard-00000.npz` (SEGMENT_ARRAYS). The embeddings file is written
+`spec.segments` also `segments/shard-00000.npz` (SEGMENT_ARRAYS, and WORD_ARRAYS with `spec.word_states`). The embeddings file is written
 last: a shard whose files all exist, with the expected shapes, is complete; `.tmp-*` leftovers of
 a killed writer are never listed by the store, so they are ignored.
 """
@@ -49,8 +49,10 @@ def segment_key(prefix: str, index: int) -> str:
 def write_segments(store: ArtifactStore, prefix: str, index: int, first_position: int,
                    seg: SegmentVectors) -> ArtifactInfo:
     buf = io.BytesIO()
+    words = {} if seg.word_segment is None else {"word_vectors": seg.word_vectors.astype(np.float16),
+                                                 "word_segment": seg.word_segment.astype(np.int64)}
     np.savez(buf, vectors=seg.vectors.astype(np.float16), position=(seg.doc + first_position).astype(np.int64),
-             char_start=seg.char_start, char_end=seg.char_end)
+             char_start=seg.char_start, char_end=seg.char_end, **words)
     return store.write_bytes(segment_key(prefix, index), buf.getvalue(), kind="embedding-segments")
 
 

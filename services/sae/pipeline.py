@@ -158,6 +158,7 @@ def analyse(sae: TopKSae, saved: SavedSae, x: np.ndarray, x_hold: np.ndarray, pa
                                activation_similarity=st.activation_similarity, heatmaps=st.heatmaps,
                                families=fam_info, loss_curve=curve, **seg_files),
         steps_done=0, resumed_from_step=0, seconds=0.0, samples_per_s=0.0, num_families=len(families),
+        segment_words=0 if seg is None or seg.words is None else len(seg.words),
     )
 
 

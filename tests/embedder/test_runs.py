@@ -284,3 +284,51 @@ def test_word_segments_are_each_word_read_in_its_note(
     mean = per["vectors"][inside].astype(np.float32).mean(0)
     cos = float(mean @ got["vectors"][w].astype(np.float32)) / float(np.linalg.norm(mean))
     assert cos > 0.995, cos  # the pieces' mean (of their unit rows here, of their raw states in the run)
+
+
+def test_clause_runs_keep_their_words_by_default(
+    store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache
+) -> None:
+    """A run with clause segments and its notes' own pass (the default spec) keeps every word as the word run reads
+    it, each tied to the clause it lies in (a clause's span holds its words' spans, in order); the clauses' and the
+    documents' vectors are those of a run without words, and POST /passages returns the same words."""
+    from contracts.embed import WORD_ARRAYS, PassageRequest
+    from contracts.packed import PackedArray
+    from services.embedder.passages import embed_passages
+
+    texts = [*SEG_TEXTS, "No fever, but cough.", "Sospetta bronchiolite, esclusa polmonite."]
+    snap = snapshot(texts)
+    spec = EmbeddingRunSpec(max_length=18, shard_size=4, batch_tokens=120, segments=True)
+    assert spec.word_states is True
+    result = run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
+    seg = {n: stored_array(store, result.segments, n) for n in ("position", "char_start", "char_end", "vectors")}
+    offsets = np.cumsum([0] + [len(stored_array(store, [i], "position")) for i in result.segments])[:-1]
+    owner = np.concatenate([stored_array(store, [info], "word_segment") + o for info, o in zip(result.segments, offsets)])
+    vectors = stored_array(store, result.segments, "word_vectors")
+    assert set(WORD_ARRAYS) <= set(np.load(io.BytesIO(store.read_bytes(result.segments[0].uri))).files)
+    words = run_embedding(payload(snap.uri, SPEC.model_copy(update={"segments": True, "segment_unit": "word"}),
+                                  prefix="embedding-runs/8"), store, settings=settings, models=models)
+    np.testing.assert_array_equal(vectors, stored_array(store, words.segments, "vectors"))
+    w_doc, w_start, w_end = (stored_array(store, words.segments, n) for n in ("position", "char_start", "char_end"))
+    assert np.all(np.diff(owner) >= 0) and np.array_equal(seg["position"][owner], w_doc)
+    assert np.all(seg["char_start"][owner] <= w_start) and np.all(w_end <= seg["char_end"][owner])
+    clause_of = {texts[d][a:b]: texts[d][seg["char_start"][o]:seg["char_end"][o]]
+                 for d, a, b, o in zip(w_doc, w_start, w_end, owner)}
+    assert clause_of["cough."] == "but cough." and clause_of["polmonite."] == "esclusa polmonite."
+
+    plain = run_embedding(payload(snap.uri, SPEC.model_copy(update={"segments": True}), prefix="embedding-runs/9"),
+                          store, settings=settings, models=models)
+    np.testing.assert_array_equal(seg["vectors"], stored_array(store, plain.segments, "vectors"))
+    np.testing.assert_array_equal(load_vectors(store, result), load_vectors(store, plain))
+    got = embed_passages(models, PassageRequest(texts=texts, spec=spec, documents=False), settings)
+    np.testing.assert_array_equal(PackedArray.model_validate(got.segments.word_vectors.model_dump()).array(), vectors)
+    np.testing.assert_array_equal(PackedArray.model_validate(got.segments.word_segment.model_dump()).array(), owner)
+
+
+def test_word_states_need_clauses_and_the_notes_own_pass() -> None:
+    assert EmbeddingRunSpec(segments=True, document_vectors="segments").word_states is False
+    assert EmbeddingRunSpec().word_states is False and EmbeddingRunSpec(segments=True, segment_unit="word").word_states is False
+    for bad, says in (({}, "no segments"), ({"segments": True, "segment_unit": "token"}, "segment_unit 'token'"),
+                      ({"segments": True, "document_vectors": "segments"}, "document_vectors 'segments'")):
+        with pytest.raises(ValueError, match=f"word_states: .*{says}"):
+            EmbeddingRunSpec(word_states=True, **bad)

@@ -116,3 +116,49 @@ def test_a_payload_resolves_auto_by_the_shards_it_is_given(tmp_path) -> None:
     assert tiny_payload(store).config.train_on == "documents"  # no segment shards
     payload = segment_payload(store, train_on="auto", document_codes="auto")  # shards, nothing asked: it reads them
     assert (payload.config.train_on, payload.config.document_codes) == ("segments_and_documents", "max_over_segments")
+
+
+def test_a_run_with_words_trains_on_them_and_reads_each_segment_by_its_words(tmp_path) -> None:
+    """Segment shards that hold their words (an embedding run's word_states): the SAE trains on the words of the
+    training documents only, a segment's codes are the max over its words' codes (its own vector unread), a
+    document's the max over its segments', and the result says how many words it read."""
+    from services.sae.encoding import encode_all
+    from services.sae.io import load_sae
+    from services.sae.segments import load_segments
+
+    store = ArtifactStore(str(tmp_path))
+    base = segment_payload(store, train_on="segments", document_codes="max_over_segments")
+    rng = np.random.default_rng(2)
+    infos, all_words, all_owner, rows_before = [], [], [], 0
+    for i, info in enumerate(base.segments):
+        with np.load(io.BytesIO(store.read_bytes(info.uri))) as z:
+            arrays = {k: z[k] for k in z.files}
+        s = len(arrays["position"])
+        owner = np.sort(np.concatenate([np.arange(s), rng.integers(0, s, 2 * s)]))  # every segment 1+ words
+        d = arrays["vectors"].shape[1]
+        words = arrays["vectors"][owner].astype(np.float32) + 0.2 * rng.standard_normal((len(owner), d))
+        arrays["vectors"] = rng.standard_normal(arrays["vectors"].shape).astype(np.float16)  # never read
+        buf = io.BytesIO()
+        np.savez(buf, **arrays, word_vectors=words.astype(np.float16), word_segment=owner)
+        infos.append(store.write_bytes(f"emb/words/{i}.npz", buf.getvalue()))
+        all_words.append(words.astype(np.float16))
+        all_owner.append(owner + rows_before)
+        rows_before += s
+    payload = base.model_copy(update={"segments": infos})
+    seg = load_segments(store, infos, 300)
+    np.testing.assert_array_equal(seg.word_segment, np.concatenate(all_owner))
+    hold = np.arange(250, 300)
+    train, held = training_vectors(np.zeros((300, 12), np.float32), seg, "segments", np.arange(250), hold)
+    in_hold = np.isin(seg.position[seg.word_segment], hold)
+    assert train.dtype == np.float32 and len(train) == (~in_hold).sum() and len(held) == in_hold.sum()
+    np.testing.assert_array_equal(held, seg.words[in_hold].astype(np.float32))
+
+    result = train_sae(payload, store)
+    assert result.segment_words == len(seg.words) > len(seg.position)
+    sae = load_sae(store, "sae/seg")
+    words_codes = encode_all(sae, np.concatenate(all_words).astype(np.float32)).toarray()
+    seg_codes = load_sparse(store, result.artifacts.segment_codes.uri).toarray()
+    np.testing.assert_array_equal(seg_codes, dense_max(words_codes, seg.word_segment, len(seg.position)))
+    assert (np.count_nonzero(seg_codes, axis=1) > payload.config.k).any(), "a segment of several words"
+    docs = load_sparse(store, result.artifacts.codes_csr.uri).toarray()
+    np.testing.assert_array_equal(docs, dense_max(seg_codes, seg.position, 300))

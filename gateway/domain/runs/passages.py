@@ -49,6 +49,7 @@ class PassageTarget:
     sae_uri: str  # the SAE's folder
     pooled: bool  # documents' codes are the max over their segments' (the run stores segment codes)
     model: ModelUsed
+    words: bool = False  # a segment's codes are the max over its words' (the SAE run read the words)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def passage_target(session: Any, run: SaeRun, *, field: str = "sae_run_id") -> P
                             "a text as they were made, so texts cannot be encoded for it", field=field, status_code=409)
     return PassageTarget(sae_run_id=run.id, dataset_id=emb.dataset_id, spec=dict(emb.spec or {}),
                          sae_uri=run.result["artifacts"]["cfg"]["uri"].rsplit("/", 1)[0],
-                         pooled=segment_uris(run) is not None, model=model_used(emb))
+                         pooled=segment_uris(run) is not None, model=model_used(emb),
+                         words=bool(run.result.get("segment_words")))
 
 
 def _check_model(target: PassageTarget, answer: dict[str, Any]) -> None:
@@ -128,6 +130,15 @@ def _segments(answer: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return doc.astype(np.int64), np.stack([start, end], axis=1).astype(np.int64), vectors
 
 
+def _words(answer: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(vectors float16 [W, d], segment int64 [W]) of a /passages answer's words, if it has them."""
+    seg = answer["segments"]
+    if seg.get("word_segment") is None:
+        return None
+    return (PackedArray.model_validate(seg["word_vectors"]).array(),
+            PackedArray.model_validate(seg["word_segment"]).array().astype(np.int64))
+
+
 def check_texts(texts: list[str], *, max_texts: int, max_bytes: int) -> None:
     """Texts bounded as an upload bounds a document (datasets/checks.py): not empty nor only white space, no NUL,
     at most `max_bytes` of UTF-8 each; at most `max_texts`. Raises RunInputError naming `texts.<i>`."""
@@ -150,10 +161,13 @@ def check_texts(texts: list[str], *, max_texts: int, max_bytes: int) -> None:
 
 
 def _request_spec(target: PassageTarget, search_vectors: bool) -> dict[str, Any]:
-    """The run's spec, without segments where neither the SAE, the documents' vectors nor text search read them."""
+    """The run's spec, without segments where neither the SAE, the documents' vectors nor text search read them, and
+    with words only where the SAE read the run's segments by them."""
+    words = target.pooled and target.words and target.spec.get("segments", False)
+    spec = {**target.spec, "word_states": words}
     if target.pooled or search_vectors or target.spec.get("document_vectors") == "segments":
-        return target.spec
-    return {**target.spec, "segments": False}
+        return spec
+    return {**spec, "segments": False}
 
 
 async def encode_texts(services: Any, target: PassageTarget, texts: list[str], *,
@@ -171,6 +185,10 @@ async def encode_texts(services: Any, target: PassageTarget, texts: list[str], *
     if not target.pooled:
         return EncodedTexts(await _codes(services, target.sae_uri, documents), None, None, search)
     doc, spans, vectors = segments
-    rows = await _codes(services, target.sae_uri, vectors)  # [S, n]
+    words = _words(answer) if target.words else None
+    if words is None:
+        rows = await _codes(services, target.sae_uri, vectors)  # [S, n]
+    else:  # a segment read by its words
+        rows = max_pool_rows(await _codes(services, target.sae_uri, words[0]), words[1], len(doc))
     codes = max_pool_rows(rows, doc, len(texts))  # services/sae/segments.py pooled_codes
     return EncodedTexts(codes, SegmentCodes(rows.tocsc(), doc, spans), rows, search)
