@@ -183,18 +183,21 @@ def document_vectors(ds: LabelledSet) -> tuple[np.ndarray, float]:
 
 def segment_vectors(ds: LabelledSet, unit: str = DEFAULT_UNIT) -> tuple[Segments, float]:
     """Every text's segments of `unit` (services.embedder.segments: clauses or sentences, lines,
-    windows), each embedded by Prisma's encoder as an embedding run with `segments` does (cached),
-    and the seconds taken."""
-    from services.embedder.segments import embed_segments
+    windows), each embedded by Prisma's encoder as an embedding run with `segments` does by default (cached):
+    with its words, each read in its text by the texts' own pass (`word_states`, tied to its segment), which the
+    SAE then reads; and the seconds taken (the texts' pass included)."""
+    from services.embedder.segments import embed_documents
 
-    path = CACHE / f"status-{ds.name}-segments-{unit}-{_cache_key(ds)}.npz"
+    path = CACHE / f"status-{ds.name}-segments-{unit}-words-{_cache_key(ds)}.npz"
     if path.exists():
         with np.load(path) as z:
-            return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"]), float(z["seconds"])
+            return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"], z["words"],
+                            z["word_segment"]), float(z["seconds"])
     t0 = time.perf_counter()
-    seg = embed_segments(_model(), ds.texts, pooling="mean", normalize=True, unit=unit)
+    _, seg = embed_documents(_model(), ds.texts, segments=True, unit=unit, documents="encoded", word_states=True,
+                             pooling="mean", normalize=True)
     seconds = time.perf_counter() - t0
     CACHE.mkdir(parents=True, exist_ok=True)
     np.savez(path, vectors=seg.vectors, position=seg.doc, char_start=seg.char_start, char_end=seg.char_end,
-             seconds=seconds)
-    return Segments(seg.vectors, seg.doc, seg.char_start, seg.char_end), seconds
+             words=seg.word_vectors, word_segment=seg.word_segment, seconds=seconds)
+    return Segments(seg.vectors, seg.doc, seg.char_start, seg.char_end, seg.word_vectors, seg.word_segment), seconds

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from contracts.artifacts import ArtifactInfo
 from contracts.packed import PackedArray
@@ -186,7 +186,7 @@ class EmbeddingRunSpec(BaseModel):
     )
 
     word_states: bool | None = Field(
-        default=None,
+        default=None, validate_default=True,
         description="With clause or sentence segments: also keep every white-space word's state as the model read "
         "it in its note (the mean of its pieces' last hidden states, from the documents' own pass), with the segment "
         "it lies in. An SAE run then trains on the words and reads a segment as the max over its words' codes, while "
@@ -216,18 +216,20 @@ class EmbeddingRunSpec(BaseModel):
                              "leave it 'encoded'")
         return value
 
-    @model_validator(mode="after")
-    def _word_states_resolved(self) -> "EmbeddingRunSpec":
-        cut = self.segments and self.segment_unit not in IN_CONTEXT_UNITS
-        if self.word_states is None:
-            self.word_states = cut and self.document_vectors == "encoded"
-        elif self.word_states and not cut:
-            raise ValueError("word_states: words are kept beside clause or sentence segments; this run has "
-                             + ("no segments" if not self.segments else f"segment_unit '{self.segment_unit}'"))
-        elif self.word_states and self.document_vectors == "segments":
-            raise ValueError("word_states: the words are read by the documents' own pass, which document_vectors "
-                             "'segments' skips; leave document_vectors 'encoded' or word_states false")
-        return self
+    @field_validator("word_states")
+    @classmethod
+    def _word_states_resolved(cls, value: bool | None, info: ValidationInfo) -> bool:
+        data = info.data
+        cut = bool(data.get("segments")) and data.get("segment_unit") not in IN_CONTEXT_UNITS
+        if value is None:
+            return cut and data.get("document_vectors") == "encoded"
+        if value and not cut:
+            raise ValueError("words are kept beside clause or sentence segments; this run has "
+                             + ("no segments" if not data.get("segments") else f"segment_unit '{data['segment_unit']}'"))
+        if value and data.get("document_vectors") == "segments":
+            raise ValueError("the words are read by the documents' own pass, which document_vectors 'segments' "
+                             "skips; leave document_vectors 'encoded' or word_states false")
+        return value
 
 
 class EmbedJobPayload(BaseModel):

@@ -101,6 +101,9 @@ class SaeRunOut(BaseModel):
     precision: str | None = Field(default=None, description="What the training steps' encoder matmul ran in (fp32 or bf16; "
                                   "config.precision resolved by the machine that trained); None before it finished, or "
                                   "for an imported SAE.")
+    segment_words: int = Field(default=0, description="Words the segments were read by: the SAE trained on them and a "
+                               "segment's codes are the max over its words' (the embedding run's word_states); 0: each "
+                               "segment read by its own vector, or not finished.")
     created_at: datetime
     finished_at: datetime | None
 

@@ -62,7 +62,7 @@ from bench.real_text import dense_lr, draw, machine, readout_fit, readout_p  # n
 from contracts.sae import SaeConfig  # noqa: E402
 from gateway.domain.concepts.baselines import _fit_tfidf  # noqa: E402
 from gateway.domain.concepts.readout import f1_of  # noqa: E402
-from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
+from services.sae.segments import ARRAYS as SEGMENT_ARRAYS, Segments, pooled_codes, training_vectors  # noqa: E402
 from services.sae.trainer import SaeTrainer, holdout_metrics, holdout_split  # noqa: E402
 
 OUT = ROOT / "bench/studies/results/sae-corpus.json"
@@ -92,19 +92,19 @@ def segment_vectors(name: str, n_docs: int) -> Segments:
     """The embedding run's clause vectors, from its segment shards in the cached deployment."""
     with sqlite3.connect(CACHE / name / "data" / "prisma.db") as db:
         (result,) = db.execute("SELECT result FROM embedding_runs ORDER BY id LIMIT 1").fetchone()
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in Segments._fields}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in SEGMENT_ARRAYS}
     for info in json.loads(result)["segments"]:
         with np.load(Path(info["uri"].removeprefix("file://"))) as z:
-            for k in Segments._fields:
+            for k in SEGMENT_ARRAYS:
                 parts[k].append(z[k])
-    seg = Segments(*(np.concatenate(parts[k]) for k in Segments._fields))
+    seg = Segments(*(np.concatenate(parts[k]) for k in SEGMENT_ARRAYS))
     seg = seg._replace(vectors=np.ascontiguousarray(seg.vectors, dtype=np.float32), position=seg.position.astype(np.int64))
     assert np.all(np.diff(seg.position) >= 0) and seg.position[-1] == n_docs - 1
     return seg
 
 
 def subset(seg: Segments, keep: np.ndarray) -> Segments:
-    return Segments(*(a[keep] for a in seg))
+    return Segments(*(a[keep] for a in seg[:4]))  # the clauses alone, as this study measured them
 
 
 class Language:

@@ -39,7 +39,7 @@ from bench.real_text import draw  # noqa: E402
 from contracts.sae import SaeConfig  # noqa: E402
 from gateway.domain.concepts.baselines import _fit_tfidf  # noqa: E402
 from gateway.domain.concepts.readout import f1_of, fit_readout  # noqa: E402
-from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
+from services.sae.segments import ARRAYS as SEGMENT_ARRAYS, Segments, pooled_codes, training_vectors  # noqa: E402
 from services.sae.trainer import SaeTrainer, holdout_metrics, holdout_split  # noqa: E402
 
 OUT = ROOT / "bench/studies/results/sae-text-curve.json"
@@ -56,13 +56,13 @@ def segment_vectors(name: str, n_docs: int) -> Segments:
     with sqlite3.connect(data / "prisma.db") as db:
         (result,) = db.execute("SELECT result FROM embedding_runs ORDER BY id LIMIT 1").fetchone()
     shards = json.loads(result)["segments"]
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in Segments._fields}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in SEGMENT_ARRAYS}
     for info in shards:
         path = Path(info["uri"].removeprefix("file://"))
         with np.load(io.BytesIO(path.read_bytes())) as z:
-            for k in Segments._fields:
+            for k in SEGMENT_ARRAYS:
                 parts[k].append(z[k])
-    seg = Segments(*(np.concatenate(parts[k]) for k in Segments._fields))
+    seg = Segments(*(np.concatenate(parts[k]) for k in SEGMENT_ARRAYS))
     seg = seg._replace(vectors=seg.vectors.astype(np.float32), position=seg.position.astype(np.int64))
     assert seg.position[-1] == n_docs - 1
     return seg

@@ -64,6 +64,9 @@ async def test_embedding_run_bad_input(app, client, auth) -> None:  # noqa: ANN0
                                     headers=auth)
     assert no_segments.status_code == 422 and "needs segments: true" in no_segments.json()["message"]
     assert no_segments.json()["field"] == "body.document_vectors"
+    no_words = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds_id, "word_states": True}, headers=auth)
+    assert no_words.status_code == 422 and no_words.json()["field"] == "body.word_states"
+    assert "beside clause or sentence segments; this run has no segments" in no_words.json()["message"]
     runs = (await client.get("/api/v1/embedding-runs", headers=auth)).json()
     assert runs["total"] == 0
 
@@ -89,7 +92,8 @@ async def test_documents_from_their_segments_through_the_api(app, client, auth) 
     done = await wait_done(client, auth, f"/api/v1/embedding-runs/{encoded.json()['id']}", timeout=120)
     assert done["status"] == "succeeded", done
     plain = (await client.get(f"/embedding-runs/{done['id']}", headers=auth)).text
-    assert "Document vectors" not in plain
+    assert "Document vectors" not in plain and done["spec"]["word_states"] is True and run["spec"]["word_states"] is False
+    assert "each word read in its note, kept with its segment" in plain and "each word read in its note" not in page.text
     assert "Chunks per document" in plain and "Segments per document" not in plain
 
 

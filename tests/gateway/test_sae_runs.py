@@ -190,6 +190,10 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
     assert done["status"] == "succeeded", done
     page = (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=1", headers=auth)).json()
     assert 0 < page["items"][0]["density"] <= 1  # a share of the 24 documents, not of the segments
+    # The run kept its words (word_states, by default): the SAE read each clause by its words, and says so.
+    assert emb["spec"]["word_states"] is True and done["segment_words"] > emb["result"]["n_segments"]
+    shown = (await client.get(f"/sae-runs/{done['id']}", headers=auth)).text
+    assert f"{done['segment_words']:,} words, each read in its note" in shown
 
     # Text search on a run with segments ranks each note by its own vector and its nearest clause, and
     # shows that clause: a clause found in one note only finds that note first, with that very clause.
@@ -231,7 +235,7 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
     (plain,) = (await client.post("/api/v1/sae-runs", json={"embedding_run_id": emb["id"], "config": alone},
                                   headers=auth)).json()
     plain = await wait_done(client, auth, f"/api/v1/sae-runs/{plain['id']}", timeout=240)
-    assert plain["status"] == "succeeded", plain
+    assert plain["status"] == "succeeded" and plain["segment_words"] == 0, plain
     job = await client.post(f"/api/v1/sae-runs/{plain['id']}/interpretations",
                             json={"backends": [{"backend": "keywords"}], "features": wanted[:2]}, headers=auth)
     named = await wait_done(client, auth, f"/api/v1/jobs/{job.json()['id']}", timeout=240)

@@ -60,3 +60,8 @@ class SaeRun(Base):
     def precision(self) -> str | None:
         """What the training steps' encoder matmul ran in (fp32 or bf16), from the stored result; None before."""
         return (self.result or {}).get("precision")
+
+    @property
+    def segment_words(self) -> int:
+        """Words its segments were read by (the embedding run's word_states), from the stored result; 0: none."""
+        return int((self.result or {}).get("segment_words") or 0)
