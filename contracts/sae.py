@@ -347,9 +347,8 @@ class SaeTrainResult(BaseModel):
     seconds: float = Field(description="Wall time of training in this attempt.")
     samples_per_s: float = Field(description="Training samples per second in this attempt.")
     num_families: int
-    segment_words: int = Field(default=0, description="Words the run's segments were read by (the embedding run's "
-                               "word_states): the SAE trained on them, a segment's codes the max over its words'; 0: "
-                               "each segment read by its own vector.")
+    segment_words: int = Field(default=0, description="Words the segments were read by (the embedding run's "
+                               "word_states; a segment's codes the max over its words'); 0: none.")
     precision: Literal["fp32", "bf16"] | None = Field(default=None, description="SaeConfig.precision as the "
         "machine that trained resolved it; None for an imported SAE or an older result.")
 

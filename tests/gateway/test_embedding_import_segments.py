@@ -118,11 +118,12 @@ def stored_segments(store, run: dict) -> dict[str, np.ndarray]:  # noqa: ANN001
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_imported_segments_train_an_sae_as_embedded_ones_do(app, client, auth) -> None:  # noqa: ANN001
-    """An embedding run with `segments: true`; its document and segment vectors exported (segments as
-    Parquet keyed by external_id, rows shuffled) and imported: the same segment arrays, the same SAE
-    trained on segments with max-over-segments codes, the same segment codes."""
+    """An embedding run with `segments: true` and without its words (an import carries segment vectors only); its
+    document and segment vectors exported (segments as Parquet keyed by external_id, rows shuffled) and imported:
+    the same segment arrays, the same SAE trained on segments with max-over-segments codes, the same segment codes."""
     ds = await upload_notes(client, auth, n=24)
-    emb = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds, "segments": True}, headers=auth)
+    spec = {"dataset_id": ds, "segments": True, "word_states": False}
+    emb = await client.post("/api/v1/embedding-runs", json=spec, headers=auth)
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{emb.json()['id']}", timeout=300)
     assert emb["status"] == "succeeded", emb
     result = emb["result"]  # each distinct clause embedded once: the notes share stock phrases
@@ -151,7 +152,7 @@ async def test_imported_segments_train_an_sae_as_embedded_ones_do(app, client, a
         assert ours[name].dtype == theirs[name].dtype, name
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
     # asking for the embedded run's work again finds it, not the imported run (and no 500)
-    again = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds, "segments": True}, headers=auth)
+    again = await client.post("/api/v1/embedding-runs", json=spec, headers=auth)
     assert again.status_code == 200 and again.json()["id"] == emb["id"], again.text
 
     runs = {}
