@@ -71,6 +71,7 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         page.wait_for_selector(".status-succeeded", timeout=180_000)
         reads = page.locator("#reads-words").inner_text()
         assert "words, each read in its note" in reads and "max over its words'" in reads, reads
+        shot(page, "sae-run-words")
         page.goto(f"{url}/embedding-runs/{run_id}")
         page.click("nav.crumbs >> text=demo")
         page.wait_for_url(f"{url}/datasets/{ds['id']}")  # the click only starts the navigation
