@@ -65,6 +65,13 @@ def use_segment_unit(unit: str) -> None:
         CACHE = CACHE.parent / f"real-{unit}"
 
 
+def use_word_states() -> None:
+    """Embed the sets' segments with their words (`word_states`), cached apart (/tmp/prisma-bench/real-word-states)."""
+    global CACHE
+    EMBEDDING["word_states"] = True
+    CACHE = CACHE.parent / "real-word-states"
+
+
 class RealSet(NamedTuple):
     name: str
     texts: list[str]  # [docs], every document of the dataset, in upload order

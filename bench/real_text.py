@@ -191,8 +191,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--segment-unit", default="clause", help="the embedding run's segment unit: clause (the "
                         "product's default), sentence, word or token")
+    parser.add_argument("--word-states", action="store_true", help="the embedding run keeps its words (word_states): "
+                        "the SAE reads each segment by them; cached apart (/tmp/prisma-bench/real-word-states)")
     args = parser.parse_args()
     real_sets.use_segment_unit(args.segment_unit)
+    if args.word_states:
+        real_sets.use_word_states()
     wanted = [s.strip() for s in args.languages.split(",") if s.strip()]
     report = json.loads(args.out.read_text()) if args.out.exists() else {}
     langs = report.get("languages", {})

@@ -67,7 +67,7 @@ from gateway.domain.concepts.probe import Split, heldout_split  # noqa: E402
 from services.sae.encoding import encode_all  # noqa: E402
 from services.sae.segments import Segments, pooled_codes, training_vectors  # noqa: E402
 # the shared parts, which other benchmarks also read through this module
-from status_core import (_MODEL, CACHE, CS, MODEL_NAME, PRECISION, PREDICTED, PROMPT, QUICK, SAE,  # noqa: E402,F401
+from status_core import (_MODEL, CACHE, CS, MODEL_NAME, PRECISION, PREDICTED, PROMPT, QUICK, SAE, WORD_STATES,  # noqa: E402,F401
                          DEFAULT_UNIT, _cache_key, _lr_cv, _model, _scored, comparisons, document_vectors,
                          run_dense, run_probe, run_regex, run_tfidf, segment_vectors, stage, train_sae)
 from status_data import (LabelledSet, demo_regex, demo_regex_cues, demo_set, negex_regex,  # noqa: E402
@@ -249,12 +249,18 @@ def main() -> None:
                         help="the model's prompt before every document and segment (E5: passage, its default, "
                              "or query, which the model card asks for when vectors are used as features)")
     parser.add_argument("--sets", default="demo,negex", help="which sets to run, comma-separated")
+    parser.add_argument("--word-states", action="store_true",
+                        help="segments read by their words (an embedding run's word_states): the SAE trains on the "
+                             "words, a segment's codes the max over its words'; writes status-word-states.json")
     parser.add_argument("--quick", action="store_true",
                         help="skip the document SAE, the sentence unit and the token SAE (null in the file)")
     args = parser.parse_args()
     MODEL_NAME[0], QUICK[0], PRECISION[0], PROMPT[0] = args.model, args.quick, args.precision, args.prompt
     if args.precision != "fp32" and args.out == RESULTS:
         args.out = RESULTS.with_name(f"status-{args.precision}.json")
+    WORD_STATES[0] = args.word_states
+    if args.word_states and args.out == RESULTS:
+        args.out = RESULTS.with_name("status-word-states.json")
     variants = [v.strip() for v in args.sensitivity.split(",") if v.strip()]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

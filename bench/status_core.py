@@ -145,6 +145,7 @@ MODEL_NAME = ["multilingual-e5-small"]
 QUICK = [False]  # --quick  # --model: an allowlist name; cache files are per model
 PRECISION = ["fp32"]  # --precision: fp32 (the vectors of status.json) or int8 (the CTranslate2 engine, services/embedder/ct2.py)
 PROMPT: list[str | None] = [None]  # --prompt: the model's prompt before every text (None: its default, E5 'passage')
+WORD_STATES = [False]  # --word-states: segments read by their words, as an embedding run with `word_states`
 
 
 def _model() -> Any:
@@ -183,21 +184,26 @@ def document_vectors(ds: LabelledSet) -> tuple[np.ndarray, float]:
 
 def segment_vectors(ds: LabelledSet, unit: str = DEFAULT_UNIT) -> tuple[Segments, float]:
     """Every text's segments of `unit` (services.embedder.segments: clauses or sentences, lines,
-    windows), each embedded by Prisma's encoder as an embedding run with `segments` does by default (cached):
-    with its words, each read in its text by the texts' own pass (`word_states`, tied to its segment), which the
-    SAE then reads; and the seconds taken (the texts' pass included)."""
-    from services.embedder.segments import embed_documents
+    windows), each embedded by Prisma's encoder as an embedding run with `segments` does (cached),
+    and the seconds taken. With --word-states (`WORD_STATES`) also their words, each read in its text by the
+    texts' own pass (included in the seconds), which the SAE then reads as a run with `word_states` does."""
+    from services.embedder.segments import embed_documents, embed_segments
 
-    path = CACHE / f"status-{ds.name}-segments-{unit}-words-{_cache_key(ds)}.npz"
+    words = WORD_STATES[0]
+    path = CACHE / f"status-{ds.name}-segments-{unit}{'-words' if words else ''}-{_cache_key(ds)}.npz"
     if path.exists():
         with np.load(path) as z:
-            return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"], z["words"],
-                            z["word_segment"]), float(z["seconds"])
+            kept = (z["words"], z["word_segment"]) if words else ()
+            return Segments(z["vectors"], z["position"], z["char_start"], z["char_end"], *kept), float(z["seconds"])
     t0 = time.perf_counter()
-    _, seg = embed_documents(_model(), ds.texts, segments=True, unit=unit, documents="encoded", word_states=True,
-                             pooling="mean", normalize=True)
+    if words:
+        _, seg = embed_documents(_model(), ds.texts, segments=True, unit=unit, documents="encoded", word_states=True,
+                                 pooling="mean", normalize=True)
+    else:
+        seg = embed_segments(_model(), ds.texts, pooling="mean", normalize=True, unit=unit)
     seconds = time.perf_counter() - t0
     CACHE.mkdir(parents=True, exist_ok=True)
+    kept = {"words": seg.word_vectors, "word_segment": seg.word_segment} if words else {}
     np.savez(path, vectors=seg.vectors, position=seg.doc, char_start=seg.char_start, char_end=seg.char_end,
-             words=seg.word_vectors, word_segment=seg.word_segment, seconds=seconds)
+             seconds=seconds, **kept)
     return Segments(seg.vectors, seg.doc, seg.char_start, seg.char_end, seg.word_vectors, seg.word_segment), seconds

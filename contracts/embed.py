@@ -185,16 +185,15 @@ class EmbeddingRunSpec(BaseModel):
         "on Medical Abstracts; bench/results/doc-vectors.json).",
     )
 
-    word_states: bool | None = Field(
-        default=None, validate_default=True,
-        description="With clause or sentence segments: also keep every white-space word's state as the model read "
-        "it in its note (the mean of its pieces' last hidden states, from the documents' own pass), with the segment "
-        "it lies in. An SAE run then trains on the words and reads a segment as the max over its words' codes, while "
-        "segments stay what is shown, named, searched and labelled: on the E3C clinical cases (four languages' "
-        "means) the probe then gains 0.08-0.09 F1 at 50 to 200 labels over clause vectors "
-        "(bench/results/e3c.json). Costs a float16 word vector per word (~10 a clause) until the SAE run has read "
-        "them. None (the default): on when the run has clause or sentence segments and 'encoded' document "
-        "vectors (the pass that reads the words), else off; a run recorded without it has none.",
+    word_states: bool = Field(
+        default=False,
+        description="With clause or sentence segments (and 'encoded' document vectors): also keep every white-space "
+        "word's state as the model read it in its note (the mean of its pieces' last hidden states, from the "
+        "documents' own pass), with the segment it lies in. An SAE run then trains on the words and reads a segment "
+        "as the max over its words' codes; segments stay what is shown, named and searched. Where each document is "
+        "one sentence (E3C's clinical cases, four languages) the probe gains 0.08-0.09 F1 at 50 to 200 labels; in "
+        "notes of many mentions (the demo) a word's state is read across the whole note and the clause probe lost "
+        "0.22 (bench/results/e3c-word-states.json, status-word-states.json). A float16 vector per word.",
     )
     pad_multiple: int = Field(
         default=PAD_MULTIPLE, ge=1, le=64,
@@ -218,12 +217,9 @@ class EmbeddingRunSpec(BaseModel):
 
     @field_validator("word_states")
     @classmethod
-    def _word_states_resolved(cls, value: bool | None, info: ValidationInfo) -> bool:
+    def _word_states_need_clauses(cls, value: bool, info: ValidationInfo) -> bool:
         data = info.data
-        cut = bool(data.get("segments")) and data.get("segment_unit") not in IN_CONTEXT_UNITS
-        if value is None:
-            return cut and data.get("document_vectors") == "encoded"
-        if value and not cut:
+        if value and (not data.get("segments") or data.get("segment_unit") in IN_CONTEXT_UNITS):
             raise ValueError("words are kept beside clause or sentence segments; this run has "
                              + ("no segments" if not data.get("segments") else f"segment_unit '{data['segment_unit']}'"))
         if value and data.get("document_vectors") == "segments":

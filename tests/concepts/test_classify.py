@@ -38,9 +38,9 @@ def backend() -> str:
     return "sqlite"
 
 
-async def segmented_run(client, auth) -> tuple[int, list[str]]:  # noqa: ANN001
-    """An SAE run (small, on two cores) over a real embedding run with segments of N_NOTES demo notes: its id and
-    the notes' texts by position."""
+async def segmented_run(client, auth, word_states: bool = False) -> tuple[int, list[str]]:  # noqa: ANN001
+    """An SAE run (small, on two cores) over a real embedding run with segments of N_NOTES demo notes (with its words:
+    each clause read by them): its id and the notes' texts by position."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["id", "text", "labels"])
@@ -51,7 +51,8 @@ async def segmented_run(client, auth) -> tuple[int, list[str]]:  # noqa: ANN001
     # fp32: a note sent as text then gets its stored vector bit for bit whatever it is batched with; in bf16 on an
     # AMX CPU within about 1e-3 (oneDNN's kernel follows the row count), wider than TOLERANCE
     run = await client.post("/api/v1/embedding-runs", headers=auth,
-                            json={"dataset_id": ds.json()["id"], "segments": True, "precision": "fp32"})
+                            json={"dataset_id": ds.json()["id"], "segments": True, "precision": "fp32",
+                                  "word_states": word_states})
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
     assert emb["status"] == "succeeded", emb
     # fp32 steps too: the same small SAE on every machine ('auto' trains in bf16 on a CPU with native bf16, another
@@ -124,8 +125,9 @@ async def check_encode_on_segments(client, auth, app, run_id: int, texts: list[s
             assert all(abs(got[int(f)] - a) <= TOLERANCE for f, a in zip(rows[r].indices, rows[r].data))
 
 
-async def test_a_stored_note_sent_as_text_gets_the_score_apply_gave_it(app, client, auth) -> None:  # noqa: ANN001
-    run_id, texts = await segmented_run(client, auth)
+@pytest.mark.parametrize("word_states", [False, True])
+async def test_a_stored_note_sent_as_text_gets_the_score_apply_gave_it(app, client, auth, word_states) -> None:  # noqa: ANN001
+    run_id, texts = await segmented_run(client, auth, word_states)
     examples = {"labels": {"positive": CHEST}}
     made = {}
     for name, extra in (("expression", {"kind": "expression", "expression": "F0 > 0 OR SEGMENT(F1 AND NOT F2)"}),

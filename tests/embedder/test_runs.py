@@ -286,10 +286,10 @@ def test_word_segments_are_each_word_read_in_its_note(
     assert cos > 0.995, cos  # the pieces' mean (of their unit rows here, of their raw states in the run)
 
 
-def test_clause_runs_keep_their_words_by_default(
+def test_clause_runs_keep_their_words_on_request(
     store: ArtifactStore, snapshot, settings: EmbedderSettings, models: ModelCache
 ) -> None:
-    """A run with clause segments and its notes' own pass (the default spec) keeps every word as the word run reads
+    """A run with clause segments and `word_states` keeps every word as the word run reads
     it, each tied to the clause it lies in (a clause's span holds its words' spans, in order); the clauses' and the
     documents' vectors are those of a run without words, and POST /passages returns the same words."""
     from contracts.embed import WORD_ARRAYS, PassageRequest
@@ -298,8 +298,7 @@ def test_clause_runs_keep_their_words_by_default(
 
     texts = [*SEG_TEXTS, "No fever, but cough.", "Sospetta bronchiolite, esclusa polmonite."]
     snap = snapshot(texts)
-    spec = EmbeddingRunSpec(max_length=18, shard_size=4, batch_tokens=120, segments=True)
-    assert spec.word_states is True
+    spec = EmbeddingRunSpec(max_length=18, shard_size=4, batch_tokens=120, segments=True, word_states=True)
     result = run_embedding(payload(snap.uri, spec), store, settings=settings, models=models)
     seg = {n: stored_array(store, result.segments, n) for n in ("position", "char_start", "char_end", "vectors")}
     offsets = np.cumsum([0] + [len(stored_array(store, [i], "position")) for i in result.segments])[:-1]
@@ -326,8 +325,7 @@ def test_clause_runs_keep_their_words_by_default(
 
 
 def test_word_states_need_clauses_and_the_notes_own_pass() -> None:
-    assert EmbeddingRunSpec(segments=True, document_vectors="segments").word_states is False
-    assert EmbeddingRunSpec().word_states is False and EmbeddingRunSpec(segments=True, segment_unit="word").word_states is False
+    assert EmbeddingRunSpec(segments=True).word_states is False, "off unless asked for"
     for bad, says in (({}, "no segments"), ({"segments": True, "segment_unit": "token"}, "segment_unit 'token'"),
                       ({"segments": True, "document_vectors": "segments"}, "document_vectors 'segments'")):
         with pytest.raises(ValueError, match=f"word_states\n.*{says}"):

@@ -176,8 +176,8 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
     for note in generate_notes(n=24, seed=3):
         w.writerow([note.id, note.text, "|".join(note.labels)])
     ds = await client.post("/api/v1/datasets", files={"file": ("n.csv", buf.getvalue().encode())}, headers=auth)
-    run = await client.post("/api/v1/embedding-runs", json={"dataset_id": ds.json()["id"], "segments": True},
-                            headers=auth)
+    run = await client.post("/api/v1/embedding-runs", headers=auth,
+                            json={"dataset_id": ds.json()["id"], "segments": True, "word_states": True})
     emb = await wait_done(client, auth, f"/api/v1/embedding-runs/{run.json()['id']}", timeout=240)
     assert emb["status"] == "succeeded", emb
     # Nothing said about segments: the SAE follows the run ('auto'), trained on its segments and documents,
@@ -190,7 +190,7 @@ async def test_segments_from_embedding_run_to_pooled_codes(client, auth) -> None
     assert done["status"] == "succeeded", done
     page = (await client.get(f"/api/v1/sae-runs/{done['id']}/features?sort=density&limit=1", headers=auth)).json()
     assert 0 < page["items"][0]["density"] <= 1  # a share of the 24 documents, not of the segments
-    # The run kept its words (word_states, by default): the SAE read each clause by its words, and says so.
+    # The run kept its words (word_states): the SAE read each clause by its words, and says so.
     assert emb["spec"]["word_states"] is True and done["segment_words"] > emb["result"]["n_segments"]
     shown = (await client.get(f"/sae-runs/{done['id']}", headers=auth)).text
     assert f"{done['segment_words']:,} words, each read in its note" in shown
