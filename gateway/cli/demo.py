@@ -107,7 +107,7 @@ def demo(
     document_vectors: Annotated[str, typer.Option(
         help="'segments': a note's vector is the mean of its clauses' (the model reads each text once: about "
              "a third of the embedding time); 'encoded': each note's text through the model as well, as a run "
-             "does by default, keeping its words for the SAE to read each clause by (word_states).")] = "segments",
+             "does by default (text search a little better).")] = "segments",
 ) -> None:
     """Generate and import the demo corpus (once), start its pipeline, and serve the dashboard."""
     import asyncio
