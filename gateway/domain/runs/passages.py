@@ -163,8 +163,7 @@ def check_texts(texts: list[str], *, max_texts: int, max_bytes: int) -> None:
 def _request_spec(target: PassageTarget, search_vectors: bool) -> dict[str, Any]:
     """The run's spec, without segments where neither the SAE, the documents' vectors nor text search read them, and
     with words only where the SAE read the run's segments by them."""
-    words = target.pooled and target.words and target.spec.get("segments", False)
-    spec = {**target.spec, "word_states": words}
+    spec = {**target.spec, "word_states": target.pooled and target.words}  # pooled: the run has segments
     if target.pooled or search_vectors or target.spec.get("document_vectors") == "segments":
         return spec
     return {**spec, "segments": False}
